@@ -1,0 +1,53 @@
+/**
+ * One error type for the whole library. `code` is stable API: match on it, never on `message`.
+ *
+ * The first group mirrors the reference implementation's header checks (in the order they run); the
+ * second covers everything after a header is known to be valid.
+ */
+export type SafetensorErrorCode =
+  // Header checks, in the order `parseHeader` runs them.
+  | "HeaderTooSmall"
+  | "HeaderTooLarge"
+  | "InvalidHeaderLength"
+  | "InvalidHeaderUtf8"
+  | "InvalidHeaderJson"
+  | "InvalidHeaderStructure"
+  | "DuplicateKey"
+  | "UnknownDtype"
+  | "InvalidOffset"
+  | "ValidationOverflow"
+  | "MisalignedSlice"
+  | "TensorInvalidInfo"
+  | "MetadataIncompleteBuffer"
+  // Use of a valid file, and writing.
+  | "TensorNotFound"
+  | "InvalidTensor"
+  | "InvalidMetadata"
+  | "InvalidSlice"
+  | "UnsupportedDtype"
+  | "TooLarge"
+  | "Closed"
+  | "IoError"
+  | "BackendUnavailable";
+
+export class SafetensorError extends Error {
+  override readonly name = "SafetensorError";
+  readonly code: SafetensorErrorCode;
+  /** The tensor the error is about, when there is one. */
+  readonly tensor: string | undefined;
+
+  constructor(code: SafetensorErrorCode, message: string, options?: { tensor?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.tensor = options?.tensor;
+  }
+}
+
+export function isSafetensorError(error: unknown): error is SafetensorError {
+  return error instanceof SafetensorError;
+}
+
+/** Quote a tensor name for messages so that odd names (empty, spaces, control characters) stay visible. */
+export function quoteName(name: string): string {
+  return JSON.stringify(name);
+}

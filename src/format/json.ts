@@ -1,0 +1,315 @@
+/**
+ * A strict JSON reader for safetensors headers, written because `JSON.parse` hides duplicate keys and rounds integers
+ * above 2^53. It accepts exactly what the reference (serde_json) accepts: RFC 8259 grammar, whitespace limited to
+ * space/tab/CR/LF, no lone surrogate escapes, finite numbers only, nesting at most 127 levels deep.
+ *
+ * It is a cursor, not a tree builder: the header parser drives it and keeps only what it needs, so a 100 MB header
+ * costs one pass and no intermediate objects.
+ */
+import { SafetensorError } from "./errors.js";
+
+/** serde_json refuses to enter a 128th level of nesting. */
+export const MAX_JSON_DEPTH = 127;
+
+/** A JSON integer token; `value` is exact (BigInt beyond 2^53). */
+export type JsonInteger = { readonly kind: "integer"; readonly value: bigint; readonly negative: boolean };
+
+export class JsonCursor {
+  pos = 0;
+  depth = 0;
+
+  constructor(readonly text: string) {}
+
+  fail(what: string, at = this.pos): never {
+    throw new SafetensorError("InvalidHeaderJson", `invalid JSON in header: ${what} at ${this.where(at)}`);
+  }
+
+  where(at: number): string {
+    return `character ${at + 1}`;
+  }
+
+  skipWhitespace(): void {
+    const text = this.text;
+    let pos = this.pos;
+    for (;;) {
+      const c = text.charCodeAt(pos);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) pos++;
+      else break;
+    }
+    this.pos = pos;
+  }
+
+  /** Next significant character code (after whitespace), not consumed; NaN at end of input. */
+  peek(): number {
+    this.skipWhitespace();
+    return this.text.charCodeAt(this.pos);
+  }
+
+  expect(code: number, what: string): void {
+    if (this.peek() !== code) this.fail(`expected ${what}`);
+    this.pos++;
+  }
+
+  enter(): void {
+    if (++this.depth > MAX_JSON_DEPTH) this.fail("recursion limit exceeded");
+  }
+
+  leave(): void {
+    this.depth--;
+  }
+
+  /**
+   * Iterate an object's members: calls `member(key)` with the cursor on the value, which `member` must consume.
+   * The opening `{` must be the next significant character.
+   */
+  object(member: (key: string, keyAt: number) => void): void {
+    this.expect(0x7b, "`{`");
+    this.enter();
+    if (this.peek() === 0x7d) {
+      this.pos++;
+      this.leave();
+      return;
+    }
+    for (;;) {
+      if (this.peek() !== 0x22) this.fail(this.atEnd() ? "EOF while parsing an object" : "key must be a string");
+      const keyAt = this.pos;
+      const key = this.string();
+      this.expect(0x3a, "`:`");
+      member(key, keyAt);
+      const c = this.peek();
+      this.pos++;
+      if (c === 0x2c) {
+        if (this.peek() === 0x7d) this.fail("trailing comma");
+        continue;
+      }
+      if (c === 0x7d) break;
+      this.fail(Number.isNaN(c) ? "EOF while parsing an object" : "expected `,` or `}`", this.pos - 1);
+    }
+    this.leave();
+  }
+
+  /** Iterate an array's elements: `element(index)` must consume one value. */
+  array(element: (index: number) => void): void {
+    this.expect(0x5b, "`[`");
+    this.enter();
+    if (this.peek() === 0x5d) {
+      this.pos++;
+      this.leave();
+      return;
+    }
+    for (let index = 0; ; index++) {
+      element(index);
+      const c = this.peek();
+      this.pos++;
+      if (c === 0x2c) {
+        if (this.peek() === 0x5d) this.fail("trailing comma");
+        continue;
+      }
+      if (c === 0x5d) break;
+      this.fail(Number.isNaN(c) ? "EOF while parsing a list" : "expected `,` or `]`", this.pos - 1);
+    }
+    this.leave();
+  }
+
+  atEnd(): boolean {
+    return this.pos >= this.text.length;
+  }
+
+  /** Read a string token (cursor on or before its opening quote). */
+  string(): string {
+    if (this.peek() !== 0x22) this.fail("expected a string");
+    const text = this.text;
+    let pos = this.pos + 1;
+    let start = pos;
+    let out = "";
+    for (;;) {
+      const c = text.charCodeAt(pos);
+      if (c === 0x22) break;
+      if (Number.isNaN(c)) this.fail("EOF while parsing a string", pos);
+      if (c < 0x20) this.fail("control character (\\u0000-\\u001F) found while parsing a string", pos);
+      if (c !== 0x5c) {
+        pos++;
+        continue;
+      }
+      out += text.slice(start, pos);
+      const e = text.charCodeAt(pos + 1);
+      pos += 2;
+      switch (e) {
+        case 0x22:
+          out += '"';
+          break;
+        case 0x5c:
+          out += "\\";
+          break;
+        case 0x2f:
+          out += "/";
+          break;
+        case 0x62:
+          out += "\b";
+          break;
+        case 0x66:
+          out += "\f";
+          break;
+        case 0x6e:
+          out += "\n";
+          break;
+        case 0x72:
+          out += "\r";
+          break;
+        case 0x74:
+          out += "\t";
+          break;
+        case 0x75: {
+          const unit = this.hex4(pos);
+          pos += 4;
+          if (unit >= 0xdc00 && unit <= 0xdfff) this.fail("lone leading surrogate in hex escape", pos);
+          if (unit >= 0xd800 && unit <= 0xdbff) {
+            if (text.charCodeAt(pos) !== 0x5c || text.charCodeAt(pos + 1) !== 0x75) {
+              this.fail("unexpected end of hex escape", pos);
+            }
+            const low = this.hex4(pos + 2);
+            if (low < 0xdc00 || low > 0xdfff) this.fail("lone leading surrogate in hex escape", pos + 2);
+            pos += 6;
+            out += String.fromCharCode(unit, low);
+          } else {
+            out += String.fromCharCode(unit);
+          }
+          break;
+        }
+        default:
+          this.fail("invalid escape", pos - 1);
+      }
+      start = pos;
+    }
+    this.pos = pos + 1;
+    return out + text.slice(start, pos);
+  }
+
+  private hex4(at: number): number {
+    let value = 0;
+    for (let i = 0; i < 4; i++) {
+      const c = this.text.charCodeAt(at + i);
+      let digit: number;
+      if (c >= 0x30 && c <= 0x39) digit = c - 0x30;
+      else if (c >= 0x41 && c <= 0x46) digit = c - 0x37;
+      else if (c >= 0x61 && c <= 0x66) digit = c - 0x57;
+      else this.fail(Number.isNaN(c) ? "EOF while parsing a string" : "invalid escape", at + i);
+      value = value * 16 + digit;
+    }
+    return value;
+  }
+
+  /**
+   * Read a number token. Integers (no fraction, no exponent) come back exact; anything else as a float, which must be
+   * finite (serde_json: "number out of range"). An integer beyond u64 is a float for serde_json, and so here.
+   */
+  number(): JsonInteger | { readonly kind: "float"; readonly value: number } {
+    this.skipWhitespace();
+    const text = this.text;
+    const start = this.pos;
+    let pos = start;
+    const negative = text.charCodeAt(pos) === 0x2d;
+    if (negative) pos++;
+    const first = text.charCodeAt(pos);
+    if (first === 0x30) {
+      pos++;
+      const next = text.charCodeAt(pos);
+      if (next >= 0x30 && next <= 0x39) this.fail("invalid number", pos);
+    } else if (first >= 0x31 && first <= 0x39) {
+      while (isDigit(text.charCodeAt(pos))) pos++;
+    } else {
+      this.fail(negative ? "invalid number" : "expected value", pos);
+    }
+    const intEnd = pos;
+    let isFloat = false;
+    if (text.charCodeAt(pos) === 0x2e) {
+      pos++;
+      if (!isDigit(text.charCodeAt(pos))) this.fail("invalid number", pos);
+      while (isDigit(text.charCodeAt(pos))) pos++;
+      isFloat = true;
+    }
+    const e = text.charCodeAt(pos);
+    if (e === 0x65 || e === 0x45) {
+      pos++;
+      const sign = text.charCodeAt(pos);
+      if (sign === 0x2b || sign === 0x2d) pos++;
+      if (!isDigit(text.charCodeAt(pos))) this.fail("invalid number", pos);
+      while (isDigit(text.charCodeAt(pos))) pos++;
+      isFloat = true;
+    }
+    this.pos = pos;
+    const token = text.slice(start, pos);
+    // serde_json reads "-0" as the float -0.0.
+    if (!isFloat && !(negative && intEnd - start === 2 && first === 0x30)) {
+      const digits = intEnd - start - (negative ? 1 : 0);
+      const value = digits <= 15 ? BigInt(Number(token)) : BigInt(token);
+      if (negative ? value >= -(2n ** 63n) : value < 2n ** 64n) {
+        return { kind: "integer", value, negative };
+      }
+    }
+    const value = Number(token);
+    if (!Number.isFinite(value)) this.fail("number out of range", pos);
+    return { kind: "float", value };
+  }
+
+  /** Validate and skip any value. */
+  skipValue(): void {
+    const c = this.peek();
+    switch (c) {
+      case 0x7b:
+        this.object(() => this.skipValue());
+        return;
+      case 0x5b:
+        this.array(() => this.skipValue());
+        return;
+      case 0x22:
+        this.string();
+        return;
+      case 0x74:
+        this.literal("true");
+        return;
+      case 0x66:
+        this.literal("false");
+        return;
+      case 0x6e:
+        this.literal("null");
+        return;
+      default:
+        if (c === 0x2d || isDigit(c)) {
+          this.number();
+          return;
+        }
+        this.fail(Number.isNaN(c) ? "EOF while parsing a value" : "expected value");
+    }
+  }
+
+  literal(word: "true" | "false" | "null"): void {
+    this.skipWhitespace();
+    if (this.text.startsWith(word, this.pos)) {
+      this.pos += word.length;
+      return;
+    }
+    this.fail("expected ident");
+  }
+
+  /** After the top-level value: only whitespace may follow. */
+  end(): void {
+    if (!Number.isNaN(this.peek())) this.fail("trailing characters");
+  }
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+/** Describe the JSON value that starts at the cursor, for "invalid type" messages. */
+export function describeValueAt(cursor: JsonCursor): string {
+  const c = cursor.peek();
+  if (c === 0x7b) return "map";
+  if (c === 0x5b) return "sequence";
+  if (c === 0x22) return "string";
+  if (c === 0x74 || c === 0x66) return "boolean";
+  if (c === 0x6e) return "null";
+  if (c === 0x2d || isDigit(c)) return "number";
+  return "value";
+}
