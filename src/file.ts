@@ -1,0 +1,122 @@
+/**
+ * A lazily read safetensors file over any synchronous byte source: the header is read and validated once, tensors are
+ * read on demand, each touching only its own bytes.
+ */
+import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
+import { quoteName, SafetensorError } from "./format/errors.js";
+import { compareCodePoints } from "./format/serialize.js";
+import type { SyncByteSource } from "./io/source.js";
+import { Tensor } from "./tensor.js";
+
+export interface GetTensorOptions {
+  /**
+   * "view" returns memory shared with the source when it can (mapped or in-memory files; valid until `close()`),
+   * "owned" always returns memory the caller owns. Default "view".
+   */
+  memory?: "view" | "owned";
+}
+
+export class SafetensorsFile {
+  readonly header: Header;
+  private source: SyncByteSource | null;
+  private sortedKeys: string[] | null = null;
+
+  private constructor(source: SyncByteSource, header: Header) {
+    this.source = source;
+    this.header = header;
+  }
+
+  /** Read and validate the header of `source`. The file owns the source from here on and closes it. */
+  static open(source: SyncByteSource, options: HeaderOptions = {}): SafetensorsFile {
+    try {
+      const n = readHeaderLength(
+        source.byteLength >= 8 ? source.read(0, 8) : new Uint8Array(0),
+        source.byteLength,
+        options,
+      );
+      const header = parseHeader(source.read(8, n), source.byteLength, options);
+      return new SafetensorsFile(source, header);
+    } catch (error) {
+      source.close();
+      throw error;
+    }
+  }
+
+  /** Which byte source serves reads: "mmap", "pread" or "memory". */
+  get backend(): string {
+    return this.live.kind;
+  }
+
+  private get live(): SyncByteSource {
+    if (!this.source) throw new SafetensorError("Closed", "file is closed");
+    return this.source;
+  }
+
+  /** Tensor names sorted by code point (like the reference's `keys()`). */
+  keys(): string[] {
+    this.sortedKeys ??= [...this.header.tensors.keys()].sort(compareCodePoints);
+    return [...this.sortedKeys];
+  }
+
+  /** Tensor names in file-offset order. */
+  offsetKeys(): string[] {
+    return [...this.header.tensors.keys()];
+  }
+
+  metadata(): ReadonlyMap<string, string> | null {
+    return this.header.metadata;
+  }
+
+  has(name: string): boolean {
+    return this.header.tensors.has(name);
+  }
+
+  info(name: string): TensorInfo {
+    const info = this.header.tensors.get(name);
+    if (!info) throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
+    return info;
+  }
+
+  /** Absolute file offset and length of a tensor's bytes. */
+  byteRange(name: string): { offset: number; length: number } {
+    const info = this.info(name);
+    return { offset: this.header.dataStart + info.dataOffsets[0], length: info.byteLength };
+  }
+
+  /** Read one tensor, touching only its bytes. */
+  getTensor(name: string, options: GetTensorOptions = {}): Tensor {
+    const info = this.info(name);
+    const source = this.live;
+    const { offset, length } = this.byteRange(name);
+    const data = options.memory === "owned" ? source.readOwned(offset, length) : source.read(offset, length);
+    return new Tensor(info.dtype, info.shape, data);
+  }
+
+  /** Raw bytes [offset, offset + length) of a tensor's data (offsets relative to the tensor). */
+  readTensorBytes(name: string, offset: number, length: number, options: GetTensorOptions = {}): Uint8Array {
+    const range = this.byteRange(name);
+    if (offset < 0 || length < 0 || offset + length > range.length) {
+      throw new SafetensorError(
+        "IoError",
+        `bytes [${offset}, ${offset + length}) are outside tensor ${quoteName(name)}`,
+      );
+    }
+    const source = this.live;
+    return options.memory === "owned"
+      ? source.readOwned(range.offset + offset, length)
+      : source.read(range.offset + offset, length);
+  }
+
+  close(): void {
+    this.source?.close();
+    this.source = null;
+  }
+
+  get closed(): boolean {
+    return this.source === null;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -1,0 +1,393 @@
+/**
+ * Reading a safetensors header: every check the reference (safetensors 0.8.0) makes, in its order.
+ *
+ *   1. fewer than 8 bytes                                  HeaderTooSmall
+ *   2. N > maxHeaderBytes (default 100,000,000)            HeaderTooLarge
+ *   3. 8 + N beyond the file                               InvalidHeaderLength
+ *   4. header bytes not UTF-8                              InvalidHeaderUtf8
+ *   5. JSON syntax / types / fields / dtype names          InvalidHeaderJson, InvalidHeaderStructure,
+ *                                                          UnknownDtype, DuplicateKey
+ *   6. tensors sorted by data_offsets, walked in order     InvalidOffset, ValidationOverflow,
+ *                                                          MisalignedSlice, TensorInvalidInfo
+ *   7. data end + 8 + N != file length                     MetadataIncompleteBuffer
+ *
+ * Within step 5 the reference parses the whole text first and checks tensor entries afterwards, while
+ * `__metadata__` is checked as it is read; we report in the same precedence. Deliberate difference: a repeated tensor
+ * name or metadata key is DuplicateKey (the reference silently keeps the last one).
+ */
+import { type Dtype, dtypeInfo } from "./dtypes.js";
+import { quoteName, SafetensorError } from "./errors.js";
+import { describeValueAt, JsonCursor } from "./json.js";
+
+export const DEFAULT_MAX_HEADER_BYTES = 100_000_000;
+const U64_MAX = 2n ** 64n - 1n;
+
+export interface HeaderOptions {
+  /** Largest accepted header (JSON) size in bytes. Default 100,000,000, the reference's limit. */
+  maxHeaderBytes?: number;
+  /**
+   * How element counts are checked for u64 overflow. "reference" (default) multiplies dims left to right and fails on
+   * the first overflow, exactly like the reference, so `[2^40, 2^40, 0]` is ValidationOverflow while `[0, 2^40, 2^40]`
+   * is a valid empty tensor. "exact" computes the true product, so both are valid empty tensors.
+   */
+  overflowCheck?: "reference" | "exact";
+}
+
+export interface TensorInfo {
+  readonly name: string;
+  readonly dtype: Dtype;
+  /** Dimensions. Exact except for dims above 2^53, which only a zero-element tensor can have: see `exactShape`. */
+  readonly shape: readonly number[];
+  /** Present only when some dim exceeds Number.MAX_SAFE_INTEGER. */
+  readonly exactShape?: readonly bigint[];
+  /** [begin, end) relative to the start of the data region. */
+  readonly dataOffsets: readonly [number, number];
+  readonly byteLength: number;
+}
+
+export interface Header {
+  /** N: the JSON header's size in bytes, padding included. */
+  readonly headerLength: number;
+  /** 8 + N: where the data region starts in the file. */
+  readonly dataStart: number;
+  readonly dataLength: number;
+  readonly fileLength: number;
+  /** `__metadata__`, or null when absent or JSON null. */
+  readonly metadata: ReadonlyMap<string, string> | null;
+  /** Tensors in file-offset order. */
+  readonly tensors: ReadonlyMap<string, TensorInfo>;
+}
+
+/** Steps 1–3: read N from the first 8 bytes of a file of `fileLength` bytes. */
+export function readHeaderLength(prefix: Uint8Array, fileLength: number, options: HeaderOptions = {}): number {
+  const maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+  if (fileLength < 8 || prefix.length < 8) {
+    throw new SafetensorError("HeaderTooSmall", `file is ${fileLength} bytes, shorter than the 8-byte header size`);
+  }
+  const view = new DataView(prefix.buffer, prefix.byteOffset, 8);
+  const n = view.getBigUint64(0, true);
+  if (n > BigInt(maxHeaderBytes)) {
+    throw new SafetensorError("HeaderTooLarge", `header size ${n} exceeds the limit of ${maxHeaderBytes} bytes`);
+  }
+  const headerLength = Number(n);
+  if (8 + headerLength > fileLength) {
+    throw new SafetensorError(
+      "InvalidHeaderLength",
+      `header size ${headerLength} runs past the end of the file (${fileLength} bytes)`,
+    );
+  }
+  return headerLength;
+}
+
+/** A whole file in memory: steps 1–7. */
+export function parseHeaderFromBuffer(file: Uint8Array, options: HeaderOptions = {}): Header {
+  const headerLength = readHeaderLength(file, file.length, options);
+  return parseHeader(file.subarray(8, 8 + headerLength), file.length, options);
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** Steps 4–7, given the N header bytes (after the 8-byte prefix) of a file of `fileLength` bytes. */
+export function parseHeader(headerBytes: Uint8Array, fileLength: number, options: HeaderOptions = {}): Header {
+  let text: string;
+  try {
+    text = utf8.decode(headerBytes);
+  } catch (cause) {
+    throw new SafetensorError("InvalidHeaderUtf8", "header is not valid UTF-8", { cause });
+  }
+  const { metadata, entries } = readHeaderJson(text);
+  const headerLength = headerBytes.length;
+  const tensors = validate(entries, options.overflowCheck ?? "reference");
+  let dataLength = 0;
+  for (const info of tensors.values()) dataLength = info.dataOffsets[1];
+  if (dataLength + 8 + headerLength !== fileLength) {
+    throw new SafetensorError(
+      "MetadataIncompleteBuffer",
+      `tensors cover ${dataLength} data bytes but the file has ${fileLength - 8 - headerLength} after the header` +
+        " (the data region must be covered exactly, no missing or trailing bytes)",
+    );
+  }
+  return { headerLength, dataStart: 8 + headerLength, dataLength, fileLength, metadata, tensors };
+}
+
+/** u64 values are kept as numbers when exact, else as bigint; `<`/`>` compare the two kinds correctly. */
+type U64 = number | bigint;
+
+interface Entry {
+  name: string;
+  dtype: Dtype;
+  shape: U64[];
+  begin: U64;
+  end: U64;
+}
+
+function toU64(value: bigint): U64 {
+  return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
+}
+
+/** Step 5: syntax, structure, dtypes, duplicates. */
+function readHeaderJson(text: string): { metadata: Map<string, string> | null; entries: Entry[] } {
+  const cursor = new JsonCursor(text);
+  const entries: Entry[] = [];
+  let metadata: Map<string, string> | null = null;
+  let sawMetadata = false;
+  // Tensor entries are checked after the whole text parses (as the reference does); keep the first problem.
+  let deferred: SafetensorError | null = null;
+  const defer = (error: SafetensorError) => {
+    deferred ??= error;
+  };
+  const names = new Set<string>();
+
+  const first = cursor.peek();
+  if (first !== 0x7b) {
+    if (Number.isNaN(first)) cursor.fail("EOF while parsing a value");
+    const kind = describeValueAt(cursor);
+    cursor.skipValue(); // a syntax error inside still wins
+    throw new SafetensorError("InvalidHeaderStructure", `header must be a JSON object, found a ${kind}`);
+  }
+  cursor.object((key) => {
+    if (key === "__metadata__") {
+      if (sawMetadata) throw new SafetensorError("DuplicateKey", "duplicate field `__metadata__` in header");
+      sawMetadata = true;
+      metadata = readMetadata(cursor);
+      return;
+    }
+    if (names.has(key)) {
+      defer(new SafetensorError("DuplicateKey", `duplicate tensor name ${quoteName(key)} in header`, { tensor: key }));
+      cursor.skipValue();
+      return;
+    }
+    names.add(key);
+    const entry = readTensorEntry(cursor, key, defer);
+    if (entry) entries.push(entry);
+  });
+  cursor.end();
+  if (deferred) throw deferred;
+  return { metadata, entries };
+}
+
+function readMetadata(cursor: JsonCursor): Map<string, string> | null {
+  const c = cursor.peek();
+  if (c === 0x6e) {
+    cursor.literal("null");
+    return null;
+  }
+  if (c !== 0x7b) {
+    const kind = describeValueAt(cursor);
+    cursor.skipValue();
+    throw new SafetensorError(
+      "InvalidHeaderStructure",
+      `\`__metadata__\` must be an object of strings, found a ${kind}`,
+    );
+  }
+  const metadata = new Map<string, string>();
+  cursor.object((key) => {
+    if (cursor.peek() !== 0x22) {
+      throw new SafetensorError(
+        "InvalidHeaderStructure",
+        `\`__metadata__\` value for ${quoteName(key)} must be a string, found a ${describeValueAt(cursor)}`,
+      );
+    }
+    const value = cursor.string();
+    if (metadata.has(key)) {
+      throw new SafetensorError("DuplicateKey", `duplicate key ${quoteName(key)} in \`__metadata__\``);
+    }
+    metadata.set(key, value);
+  });
+  return metadata;
+}
+
+type Defer = (error: SafetensorError) => void;
+
+/**
+ * One tensor entry: `{"dtype", "shape", "data_offsets"}` in any order with unknown fields ignored, or — as serde
+ * also accepts for structs — the 3-element array `[dtype, shape, data_offsets]`.
+ */
+function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry | null {
+  const structural = (what: string) =>
+    new SafetensorError("InvalidHeaderStructure", `tensor ${quoteName(name)}: ${what}`, { tensor: name });
+  let dtype: Dtype | null = null;
+  let shape: U64[] | null = null;
+  let offsets: U64[] | null = null;
+  let failed = false;
+  const fail = (error: SafetensorError) => {
+    failed = true;
+    defer(error);
+  };
+
+  const readField = (field: "dtype" | "shape" | "data_offsets") => {
+    if (field === "dtype") {
+      if (cursor.peek() !== 0x22) {
+        fail(structural(`dtype must be a string, found a ${describeValueAt(cursor)}`));
+        cursor.skipValue();
+        return;
+      }
+      const value = cursor.string();
+      const info = dtypeInfo(value);
+      if (!info) {
+        fail(
+          new SafetensorError("UnknownDtype", `tensor ${quoteName(name)}: unknown dtype ${quoteName(value)}`, {
+            tensor: name,
+          }),
+        );
+        dtype = null;
+        return;
+      }
+      dtype = info.name;
+      return;
+    }
+    const list = readU64List(cursor, (what) => fail(structural(`${field} ${what}`)));
+    if (!list) return;
+    if (field === "shape") shape = list;
+    else if (list.length !== 2) fail(structural(`data_offsets must have 2 elements, found ${list.length}`));
+    else offsets = list;
+  };
+
+  const c = cursor.peek();
+  if (c === 0x7b) {
+    const seen = new Set<string>();
+    cursor.object((key) => {
+      if (key !== "dtype" && key !== "shape" && key !== "data_offsets") {
+        cursor.skipValue();
+        return;
+      }
+      if (seen.has(key)) fail(structural(`duplicate field \`${key}\``));
+      seen.add(key);
+      readField(key);
+    });
+    for (const field of ["dtype", "shape", "data_offsets"] as const) {
+      if (!seen.has(field)) fail(structural(`missing field \`${field}\``));
+    }
+  } else if (c === 0x5b) {
+    const order = ["dtype", "shape", "data_offsets"] as const;
+    let count = 0;
+    cursor.array((index) => {
+      count = index + 1;
+      const field = order[index];
+      if (field) readField(field);
+      else cursor.skipValue();
+    });
+    if (count !== 3) fail(structural(`array form must have 3 elements [dtype, shape, data_offsets], found ${count}`));
+  } else {
+    fail(structural(`expected an object {dtype, shape, data_offsets}, found a ${describeValueAt(cursor)}`));
+    cursor.skipValue();
+  }
+  if (failed || dtype === null || shape === null || offsets === null) return null;
+  const [begin, end] = offsets as [U64, U64];
+  return { name, dtype, shape, begin, end };
+}
+
+/** An array of integers in [0, 2^64); reports the first bad element through `bad` and returns null. */
+function readU64List(cursor: JsonCursor, bad: (what: string) => void): U64[] | null {
+  if (cursor.peek() !== 0x5b) {
+    bad(`must be an array of non-negative integers, found a ${describeValueAt(cursor)}`);
+    cursor.skipValue();
+    return null;
+  }
+  const list: U64[] = [];
+  let ok = true;
+  cursor.array(() => {
+    const c = cursor.peek();
+    if (c !== 0x2d && !(c >= 0x30 && c <= 0x39)) {
+      if (ok) bad(`must contain only non-negative integers, found a ${describeValueAt(cursor)}`);
+      ok = false;
+      cursor.skipValue();
+      return;
+    }
+    const token = cursor.number();
+    if (token.kind !== "integer" || token.negative) {
+      if (ok) bad(`must contain only integers in [0, 2^64), found ${token.value}`);
+      ok = false;
+      return;
+    }
+    list.push(toU64(token.value));
+  });
+  return ok ? list : null;
+}
+
+/** Steps 6: offsets tile the data region, sizes agree with dtype × shape. */
+function validate(entries: Entry[], overflowCheck: "reference" | "exact"): Map<string, TensorInfo> {
+  // Stable sort by (begin, end), the reference's order.
+  const sorted = entries.slice().sort((a, b) => cmp(a.begin, b.begin) || cmp(a.end, b.end));
+  const tensors = new Map<string, TensorInfo>();
+  let start: U64 = 0;
+  for (const entry of sorted) {
+    const { name, dtype, shape, begin, end } = entry;
+    if (cmp(begin, start) !== 0 || end < begin) {
+      const expected = `expected it to start at ${start}`;
+      throw new SafetensorError(
+        "InvalidOffset",
+        `invalid data_offsets [${begin}, ${end}] for tensor ${quoteName(name)}: ${end < begin ? "end before begin" : expected} (tensors must tile the data region without gaps or overlaps)`,
+        { tensor: name },
+      );
+    }
+    start = end;
+    const bits = BigInt(dtypeInfo(dtype)!.bits);
+    const elements = elementCountChecked(shape, overflowCheck);
+    if (elements === null || elements * bits > U64_MAX) {
+      throw new SafetensorError(
+        "ValidationOverflow",
+        `tensor ${quoteName(name)}: shape [${shape.join(", ")}] × ${dtype} overflows 64-bit size arithmetic`,
+        { tensor: name },
+      );
+    }
+    const totalBits = elements * bits;
+    if (totalBits % 8n !== 0n) {
+      throw new SafetensorError(
+        "MisalignedSlice",
+        `tensor ${quoteName(name)}: ${elements} elements of ${dtype} (${bits} bits each) do not fill whole bytes`,
+        { tensor: name },
+      );
+    }
+    const expectedBytes = totalBits / 8n;
+    const span = BigInt(end) - BigInt(begin);
+    if (span !== expectedBytes) {
+      throw new SafetensorError(
+        "TensorInvalidInfo",
+        `tensor ${quoteName(name)}: ${dtype} [${shape.join(", ")}] needs ${expectedBytes} bytes but data_offsets span ${span}`,
+        { tensor: name },
+      );
+    }
+    // Valid offsets are bounded by the file size checked in step 7, but a header can claim more than any file
+    // holds; such numbers are caught there (they cannot equal a real file length) — keep them exact until then.
+    const beginNumber = Number(begin);
+    const endNumber = Number(end);
+    const exact = shape.some((dim) => typeof dim === "bigint");
+    tensors.set(name, {
+      name,
+      dtype,
+      shape: shape.map(Number),
+      ...(exact ? { exactShape: shape.map((dim) => BigInt(dim)) } : {}),
+      dataOffsets: [beginNumber, endNumber],
+      byteLength: endNumber - beginNumber,
+    });
+  }
+  if (typeof start === "bigint") {
+    throw new SafetensorError(
+      "MetadataIncompleteBuffer",
+      `tensors claim ${start} data bytes, more than any file this reader accepts`,
+    );
+  }
+  return tensors;
+}
+
+function cmp(a: U64, b: U64): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Element count, or null on u64 overflow (checked after each multiplication like the reference, or exactly). */
+function elementCountChecked(shape: readonly U64[], mode: "reference" | "exact"): bigint | null {
+  let fast = 1;
+  for (const dim of shape) {
+    fast = typeof dim === "number" ? fast * dim : Number.POSITIVE_INFINITY;
+    if (fast > Number.MAX_SAFE_INTEGER) break;
+  }
+  if (fast <= Number.MAX_SAFE_INTEGER) return BigInt(fast); // every prefix product was exact: no overflow
+  let product = 1n;
+  for (const dim of shape) {
+    product *= BigInt(dim);
+    if (product === 0n) return 0n;
+    if (mode === "reference" && product > U64_MAX) return null;
+  }
+  return product > U64_MAX ? null : product;
+}

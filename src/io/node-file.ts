@@ -1,0 +1,101 @@
+/**
+ * Node byte sources over local files: positional reads (works everywhere, including network file systems where
+ * mmap is slow or risky) and, through the optional native addon, read-only memory maps.
+ */
+import * as fs from "node:fs";
+import { SafetensorError } from "../format/errors.js";
+import { checkRange, type SyncByteSource } from "./source.js";
+
+/** fs.readSync reads at most this much per call (libuv caps a read at INT32_MAX bytes). */
+const MAX_READ_CHUNK = 1 << 30;
+
+export function ioError(error: unknown, what: string): SafetensorError {
+  if (error instanceof SafetensorError) return error;
+  const code = (error as NodeJS.ErrnoException)?.code;
+  const message = (error as Error)?.message ?? String(error);
+  return new SafetensorError("IoError", `${what}: ${code ? `${code}: ` : ""}${message}`, { cause: error });
+}
+
+/** Fill `target` with the file's bytes starting at `position`; short reads are retried, EOF is an error. */
+export function preadInto(fd: number, target: Uint8Array, position: number): void {
+  let done = 0;
+  while (done < target.length) {
+    const want = Math.min(target.length - done, MAX_READ_CHUNK);
+    const got = fs.readSync(fd, target, done, want, position + done);
+    if (got === 0) {
+      throw new SafetensorError("IoError", `unexpected end of file at byte ${position + done} (the file shrank?)`);
+    }
+    done += got;
+  }
+}
+
+export type Allocator = (length: number) => Uint8Array;
+
+export const defaultAllocator: Allocator = (length) => new Uint8Array(length);
+
+/** Positional reads into fresh memory; every read is owned by the caller. */
+export class PreadSource implements SyncByteSource {
+  readonly kind = "pread";
+  readonly zeroCopy = false;
+  readonly byteLength: number;
+  private fd: number | null;
+
+  /** Takes ownership of `fd`. */
+  constructor(
+    fd: number,
+    byteLength: number,
+    private readonly allocate: Allocator = defaultAllocator,
+  ) {
+    this.fd = fd;
+    this.byteLength = byteLength;
+  }
+
+  static open(path: string, allocate?: Allocator): PreadSource {
+    let fd: number;
+    try {
+      fd = fs.openSync(path, "r");
+    } catch (error) {
+      throw ioError(error, `cannot open ${path}`);
+    }
+    try {
+      const stat = fs.fstatSync(fd);
+      if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
+      return new PreadSource(fd, stat.size, allocate);
+    } catch (error) {
+      fs.closeSync(fd);
+      throw ioError(error, `cannot read ${path}`);
+    }
+  }
+
+  get descriptor(): number {
+    if (this.fd === null) throw new SafetensorError("Closed", "file is closed");
+    return this.fd;
+  }
+
+  read(offset: number, length: number): Uint8Array {
+    checkRange(this, offset, length);
+    const target = length < 64 * 1024 ? new Uint8Array(length) : this.allocate(length);
+    try {
+      preadInto(this.descriptor, target, offset);
+    } catch (error) {
+      throw ioError(error, "read failed");
+    }
+    return target;
+  }
+
+  readOwned(offset: number, length: number): Uint8Array {
+    return this.read(offset, length);
+  }
+
+  /** Read into caller-provided memory (reused buffers avoid first-touch page faults). */
+  readInto(offset: number, target: Uint8Array): Uint8Array {
+    checkRange(this, offset, target.length);
+    preadInto(this.descriptor, target, offset);
+    return target;
+  }
+
+  close(): void {
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+  }
+}

@@ -1,0 +1,113 @@
+import { fromFloat32, toFloat32 } from "./codecs/index.js";
+import { byteSize, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "./format/dtypes.js";
+import { SafetensorError } from "./format/errors.js";
+
+export type TypedArray =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array;
+
+type TypedArrayConstructor = {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): TypedArray;
+  new (length: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+const CONSTRUCTORS: Record<TypedArrayName, TypedArrayConstructor> = {
+  Uint8Array,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+};
+
+const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/**
+ * A tensor: dtype, shape and its raw little-endian row-major bytes. `data` may be a view into a larger buffer (a
+ * file in memory, a mapped file): copy it (`tensor.clone()`) to keep it beyond the source's lifetime.
+ */
+export class Tensor {
+  readonly dtype: Dtype;
+  readonly shape: readonly number[];
+  readonly data: Uint8Array;
+
+  constructor(dtype: Dtype | string, shape: readonly number[], data: Uint8Array) {
+    const info = dtypeInfo(String(dtype));
+    if (!info) throw new SafetensorError("UnknownDtype", `unknown dtype ${JSON.stringify(dtype)}`);
+    const size = byteSize(info.name, shape);
+    if (size === null || BigInt(data.byteLength) !== size) {
+      throw new SafetensorError(
+        "InvalidTensor",
+        `${info.name} [${shape.join(", ")}] needs ${size ?? "a whole number of"} bytes, got ${data.byteLength}`,
+      );
+    }
+    this.dtype = info.name;
+    this.shape = Object.freeze([...shape]);
+    this.data = data;
+  }
+
+  /** Number of elements (1 for a scalar). */
+  get numel(): number {
+    let n = 1;
+    for (const dim of this.shape) n *= dim;
+    return n;
+  }
+
+  get byteLength(): number {
+    return this.data.byteLength;
+  }
+
+  /**
+   * The elements as a TypedArray of the dtype's storage type (see `DtypeInfo.typedArray`): zero-copy when the bytes
+   * are aligned for it, a copy otherwise (files from writers that do not pad their header).
+   */
+  typed(): TypedArray {
+    const info = dtypeOf(this.dtype);
+    const Ctor = CONSTRUCTORS[info.typedArray];
+    const size = Ctor.BYTES_PER_ELEMENT;
+    const length = this.data.byteLength / size;
+    if (this.data.byteOffset % size === 0 && (LITTLE_ENDIAN_HOST || size === 1)) {
+      return new Ctor(this.data.buffer, this.data.byteOffset, length);
+    }
+    const copy = this.data.slice();
+    if (!LITTLE_ENDIAN_HOST) swapBytes(copy, size);
+    return new Ctor(copy.buffer, 0, length);
+  }
+
+  /** Decode to float32 (every dtype but C64; integers are converted to the nearest float). */
+  toFloat32(): Float32Array {
+    return toFloat32(this.dtype, this.data, { count: this.numel });
+  }
+
+  /** Encode float32 values (round to nearest even, with each format's overflow and NaN rules). */
+  static fromFloat32(dtype: Dtype, shape: readonly number[], values: Float32Array | readonly number[]): Tensor {
+    return new Tensor(dtype, shape, fromFloat32(dtype, values));
+  }
+
+  /** Wrap a TypedArray's bytes (no copy). The caller picks the dtype; sizes must agree. */
+  static fromTypedArray(dtype: Dtype, shape: readonly number[], array: ArrayBufferView): Tensor {
+    return new Tensor(dtype, shape, new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
+  }
+
+  /** A copy that owns its bytes. */
+  clone(): Tensor {
+    return new Tensor(this.dtype, this.shape, this.data.slice());
+  }
+}
+
+function swapBytes(bytes: Uint8Array, size: number): void {
+  for (let i = 0; i < bytes.length; i += size) bytes.subarray(i, i + size).reverse();
+}
