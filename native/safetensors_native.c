@@ -1,0 +1,747 @@
+/*
+ * safetensors_native: optional Node-API addon for safetensors-ts.
+ *
+ *   open(fd, length, populate)        -> mapping handle (an external value)
+ *   window(handle, offset, length)    -> ArrayBuffer over [offset, offset + length) of the mapping, zero-copy
+ *   advise(handle, advice, offset, length)
+ *   close(handle)                     -> munmap now, detach every window still alive
+ *   isClosed(handle)                  -> boolean
+ *   allocHuge(length)                 -> ArrayBuffer over anonymous memory, MADV_HUGEPAGE
+ *   freeHuge(buffer)                  -> munmap now, detach the buffer
+ *   stats()                           -> live counters (for leak checks)
+ *
+ * Lifetime of a file mapping (all on the thread of the napi_env that made it; counters are process-wide):
+ *
+ *   A mapping struct is owned jointly by its JS handle and by every window whose finalizer has not run yet.
+ *   It is freed (and munmapped, unless already closed) when the handle has been finalized and no window
+ *   remains. close() munmaps at once, but first detaches every window ArrayBuffer still reachable through its
+ *   weak reference, so no JS view can see unmapped memory; the windows' finalizers still run later (V8 frees the
+ *   detached backing store) and only drop their share. The `closed` flag guarantees a single munmap.
+ *
+ * Lifetime of a huge allocation: the ArrayBuffer's finalizer munmaps unless freeHuge() already did (`freed`);
+ * the struct itself is always freed by the finalizer, which runs exactly once.
+ *
+ * Errors are thrown as JS Errors whose `code` is the errno name (EINVAL, ENOMEM, EBADF, ERANGE, ...).
+ */
+#define _GNU_SOURCE
+#ifndef NAPI_VERSION
+#define NAPI_VERSION 8
+#endif
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <node_api.h>
+
+#define HUGE_PAGE_SIZE ((size_t)2 << 20)
+/* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
+#define MAX_WINDOW_LENGTH ((double)4294967296.0)
+/* Largest integer a JS number holds exactly. */
+#define MAX_SAFE_INTEGER 9007199254740991.0
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Process-wide counters, read by stats(). */
+
+static atomic_long g_mappings;      /* mapping structs alive */
+static atomic_long g_mapped;        /* file mappings currently mmapped */
+static atomic_long g_windows;       /* window structs alive (finalizer not yet run) */
+static atomic_long g_huge;          /* huge allocations currently mmapped */
+static atomic_long g_huge_structs;  /* huge structs alive (finalizer not yet run) */
+static atomic_llong g_huge_bytes;   /* bytes currently mmapped by huge allocations */
+
+static size_t page_size(void) {
+  static size_t cached;
+  if (cached == 0) {
+    long p = sysconf(_SC_PAGESIZE);
+    cached = p > 0 ? (size_t)p : 4096;
+  }
+  return cached;
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Errors */
+
+static const char *errno_name(int err) {
+  switch (err) {
+    case EPERM: return "EPERM";
+    case ENOENT: return "ENOENT";
+    case EIO: return "EIO";
+    case ENXIO: return "ENXIO";
+    case E2BIG: return "E2BIG";
+    case EBADF: return "EBADF";
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EACCES: return "EACCES";
+    case EFAULT: return "EFAULT";
+    case EBUSY: return "EBUSY";
+    case EEXIST: return "EEXIST";
+    case ENODEV: return "ENODEV";
+    case EISDIR: return "EISDIR";
+    case EINVAL: return "EINVAL";
+    case ENFILE: return "ENFILE";
+    case EMFILE: return "EMFILE";
+    case ETXTBSY: return "ETXTBSY";
+    case EFBIG: return "EFBIG";
+    case ENOSPC: return "ENOSPC";
+    case ERANGE: return "ERANGE";
+    case ENOSYS: return "ENOSYS";
+    case EOVERFLOW: return "EOVERFLOW";
+    case ENOTSUP: return "ENOTSUP";
+    default: return "EUNKNOWN";
+  }
+}
+
+/* Throws Error(code = errno name, message = "<what>: <strerror>") unless an exception is already pending. */
+static void throw_errno(napi_env env, int err, const char *what) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
+  char message[512];
+  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
+  napi_throw_error(env, errno_name(err), message);
+}
+
+/* Same, with our own message (no strerror text). */
+static void throw_code(napi_env env, int err, const char *message) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
+  napi_throw_error(env, errno_name(err), message);
+}
+
+#define NAPI_CALL(env, call)                                                \
+  do {                                                                      \
+    if ((call) != napi_ok) {                                                \
+      const napi_extended_error_info *info_ = NULL;                         \
+      napi_get_last_error_info((env), &info_);                              \
+      bool pending_ = false;                                                \
+      napi_is_exception_pending((env), &pending_);                          \
+      if (!pending_) {                                                      \
+        const char *msg_ = info_ != NULL && info_->error_message != NULL    \
+                               ? info_->error_message                       \
+                               : "Node-API call failed";                    \
+        napi_throw_error((env), "EFAULT", msg_);                            \
+      }                                                                     \
+      return NULL;                                                          \
+    }                                                                       \
+  } while (0)
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Argument helpers */
+
+static napi_value undefined_value(napi_env env) {
+  napi_value u = NULL;
+  napi_get_undefined(env, &u);
+  return u;
+}
+
+/* A non-negative integer JS number, at most `max`. Returns 0 on success; otherwise throws and returns -1. */
+static int get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out) {
+  napi_valuetype type;
+  char message[160];
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_number) {
+    snprintf(message, sizeof message, "%s must be a number", name);
+    throw_code(env, EINVAL, message);
+    return -1;
+  }
+  double d = 0;
+  if (napi_get_value_double(env, value, &d) != napi_ok) {
+    throw_code(env, EINVAL, "cannot read a number argument");
+    return -1;
+  }
+  /* NaN fails every comparison below; -0 is accepted as 0. */
+  if (!(d >= 0) || !(d <= MAX_SAFE_INTEGER) || d != (double)(uint64_t)d) {
+    snprintf(message, sizeof message, "%s must be a non-negative safe integer", name);
+    throw_code(env, EINVAL, message);
+    return -1;
+  }
+  if (d > max) {
+    snprintf(message, sizeof message, "%s is too large (%.0f > %.0f)", name, d, max);
+    throw_code(env, ERANGE, message);
+    return -1;
+  }
+  *out = (uint64_t)d;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* File mappings */
+
+typedef struct st_window st_window;
+
+typedef struct st_mapping {
+  uint8_t *addr;     /* start of the mapping; NULL when nothing is mapped (empty file, or closed) */
+  uint64_t length;   /* bytes of the file covered */
+  size_t map_length; /* length given to mmap; 0 when nothing was mapped */
+  int closed;        /* set once munmap has run (explicit close or final release): never munmap twice */
+  int handle_alive;  /* the JS handle has not been finalized yet */
+  st_window **windows; /* windows whose finalizer has not run yet */
+  size_t n_windows;
+  size_t cap_windows;
+} st_mapping;
+
+struct st_window {
+  st_mapping *mapping;
+  napi_ref ref; /* weak (refcount 0) reference to the window's ArrayBuffer, to detach it on close */
+  size_t slot;  /* index in mapping->windows */
+};
+
+/* Tags the handle so that a foreign external can never be taken for a mapping. */
+static const napi_type_tag MAPPING_TAG = {0x5afe7e45a11a7e01ULL, 0x9c1d0e3b7f2a4d11ULL};
+
+static void mapping_unmap(st_mapping *m) {
+  if (m->closed) return;
+  m->closed = 1;
+  if (m->addr != NULL) {
+    munmap(m->addr, m->map_length);
+    atomic_fetch_sub(&g_mapped, 1);
+  }
+  m->addr = NULL;
+}
+
+/* Frees the mapping once nothing can reach it any more: the handle is gone and every window finalized. */
+static void mapping_release_if_unused(st_mapping *m) {
+  if (m->handle_alive || m->n_windows != 0) return;
+  mapping_unmap(m);
+  free(m->windows);
+  free(m);
+  atomic_fetch_sub(&g_mappings, 1);
+}
+
+static void mapping_handle_finalize(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  st_mapping *m = data;
+  m->handle_alive = 0;
+  mapping_release_if_unused(m);
+}
+
+/* Runs once per window: when its ArrayBuffer was garbage collected, or after close() detached it. */
+static void window_finalize(napi_env env, void *data, void *hint) {
+  (void)data;
+  st_window *w = hint;
+  st_mapping *m = w->mapping;
+  size_t last = m->n_windows - 1;
+  if (w->slot != last) {
+    m->windows[w->slot] = m->windows[last];
+    m->windows[w->slot]->slot = w->slot;
+  }
+  m->n_windows = last;
+  if (w->ref != NULL) napi_delete_reference(env, w->ref);
+  free(w);
+  atomic_fetch_sub(&g_windows, 1);
+  mapping_release_if_unused(m);
+}
+
+static st_mapping *get_mapping(napi_env env, napi_value handle) {
+  napi_valuetype type;
+  bool tagged = false;
+  void *data = NULL;
+  if (napi_typeof(env, handle, &type) != napi_ok || type != napi_external ||
+      napi_check_object_type_tag(env, handle, &MAPPING_TAG, &tagged) != napi_ok || !tagged ||
+      napi_get_value_external(env, handle, &data) != napi_ok || data == NULL) {
+    throw_code(env, EINVAL, "not a mapping handle");
+    return NULL;
+  }
+  return data;
+}
+
+/* open(fd, length, populate) */
+static napi_value js_open(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    throw_code(env, EINVAL, "open(fd, length, populate?) needs fd and length");
+    return NULL;
+  }
+  int32_t fd = -1;
+  napi_valuetype type;
+  NAPI_CALL(env, napi_typeof(env, argv[0], &type));
+  if (type != napi_number || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    throw_code(env, EBADF, "fd must be a non-negative integer file descriptor");
+    return NULL;
+  }
+  uint64_t length = 0;
+  if (get_index(env, argv[1], "length", MAX_SAFE_INTEGER, &length) != 0) return NULL;
+  bool populate = false;
+  if (argc >= 3) {
+    napi_value flag;
+    NAPI_CALL(env, napi_coerce_to_bool(env, argv[2], &flag));
+    NAPI_CALL(env, napi_get_value_bool(env, flag, &populate));
+  }
+  if ((uint64_t)(size_t)length != length || length > (uint64_t)SIZE_MAX - page_size()) {
+    throw_code(env, EOVERFLOW, "length does not fit in this process's address space");
+    return NULL;
+  }
+
+  /* Bytes past the end of the file would raise SIGBUS on access: refuse them here. */
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    throw_errno(env, errno, "fstat");
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw_code(env, ENODEV, "only regular files can be mapped");
+    return NULL;
+  }
+  if (st.st_size < 0 || length > (uint64_t)st.st_size) {
+    char message[160];
+    snprintf(message, sizeof message, "length %llu is past the end of the file (%lld bytes)",
+             (unsigned long long)length, (long long)st.st_size);
+    throw_code(env, EINVAL, message);
+    return NULL;
+  }
+
+  st_mapping *m = calloc(1, sizeof *m);
+  if (m == NULL) {
+    throw_errno(env, ENOMEM, "open");
+    return NULL;
+  }
+  m->length = length;
+  if (length > 0) {
+    int flags = MAP_PRIVATE;
+#ifdef MAP_POPULATE
+    if (populate) flags |= MAP_POPULATE;
+#endif
+    void *addr = mmap(NULL, (size_t)length, PROT_READ, flags, fd, 0);
+    if (addr == MAP_FAILED) {
+      int err = errno;
+      free(m);
+      throw_errno(env, err, "mmap");
+      return NULL;
+    }
+    m->addr = addr;
+    m->map_length = (size_t)length;
+    atomic_fetch_add(&g_mapped, 1);
+  }
+  m->handle_alive = 1;
+  atomic_fetch_add(&g_mappings, 1);
+
+  napi_value handle;
+  if (napi_create_external(env, m, mapping_handle_finalize, NULL, &handle) != napi_ok) {
+    m->handle_alive = 0;
+    mapping_release_if_unused(m);
+    throw_code(env, ENOMEM, "cannot create the mapping handle");
+    return NULL;
+  }
+  /* If tagging fails the handle is unusable; its finalizer still releases the mapping. */
+  NAPI_CALL(env, napi_type_tag_object(env, handle, &MAPPING_TAG));
+  return handle;
+}
+
+/* window(handle, offset, length) */
+static napi_value js_window(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 3) {
+    throw_code(env, EINVAL, "window(handle, offset, length) needs 3 arguments");
+    return NULL;
+  }
+  st_mapping *m = get_mapping(env, argv[0]);
+  if (m == NULL) return NULL;
+  uint64_t offset = 0, length = 0;
+  if (get_index(env, argv[1], "offset", MAX_SAFE_INTEGER, &offset) != 0) return NULL;
+  if (get_index(env, argv[2], "window length", MAX_WINDOW_LENGTH, &length) != 0) return NULL;
+  if (m->closed) {
+    throw_code(env, EBADF, "the mapping is closed");
+    return NULL;
+  }
+  if (offset > m->length || length > m->length - offset) {
+    char message[200];
+    snprintf(message, sizeof message, "window [%llu, %llu + %llu) is outside the mapping (%llu bytes)",
+             (unsigned long long)offset, (unsigned long long)offset, (unsigned long long)length,
+             (unsigned long long)m->length);
+    throw_code(env, ERANGE, message);
+    return NULL;
+  }
+  napi_value result;
+  if (length == 0) {
+    /* Points at nothing, so it needs no tracking. */
+    NAPI_CALL(env, napi_create_arraybuffer(env, 0, NULL, &result));
+    return result;
+  }
+
+  if (m->n_windows == m->cap_windows) {
+    size_t cap = m->cap_windows == 0 ? 4 : m->cap_windows * 2;
+    st_window **grown = realloc(m->windows, cap * sizeof *grown);
+    if (grown == NULL) {
+      throw_errno(env, ENOMEM, "window");
+      return NULL;
+    }
+    m->windows = grown;
+    m->cap_windows = cap;
+  }
+  st_window *w = calloc(1, sizeof *w);
+  if (w == NULL) {
+    throw_errno(env, ENOMEM, "window");
+    return NULL;
+  }
+  w->mapping = m;
+  w->slot = m->n_windows;
+  m->windows[m->n_windows++] = w;
+  atomic_fetch_add(&g_windows, 1);
+
+  if (napi_create_external_arraybuffer(env, m->addr + offset, (size_t)length, window_finalize, w, &result) !=
+      napi_ok) {
+    /* Node may or may not have called (or scheduled) the finalizer on this failure path, so w is left in place:
+     * at worst a leak, never a double free. Unreachable in practice: the length is checked above. */
+    throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for the window");
+    return NULL;
+  }
+  if (napi_create_reference(env, result, 0, &w->ref) != napi_ok) {
+    /* Without a weak reference close() could not detach it: detach now; the finalizer cleans up later. */
+    w->ref = NULL;
+    napi_detach_arraybuffer(env, result);
+    throw_code(env, ENOMEM, "cannot track the window");
+    return NULL;
+  }
+  return result;
+}
+
+static int parse_advice(const char *name, int *advice) {
+  if (strcmp(name, "normal") == 0) *advice = MADV_NORMAL;
+  else if (strcmp(name, "random") == 0) *advice = MADV_RANDOM;
+  else if (strcmp(name, "sequential") == 0) *advice = MADV_SEQUENTIAL;
+  else if (strcmp(name, "willneed") == 0) *advice = MADV_WILLNEED;
+  else if (strcmp(name, "dontneed") == 0) *advice = MADV_DONTNEED;
+#ifdef MADV_HUGEPAGE
+  else if (strcmp(name, "hugepage") == 0) *advice = MADV_HUGEPAGE;
+#else
+  else if (strcmp(name, "hugepage") == 0) *advice = -1; /* no THP on this system: nothing to do */
+#endif
+  else return -1;
+  return 0;
+}
+
+/* advise(handle, advice, offset?, length?): the range defaults to the whole mapping and is widened to pages. */
+static napi_value js_advise(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    throw_code(env, EINVAL, "advise(handle, advice, offset?, length?) needs handle and advice");
+    return NULL;
+  }
+  st_mapping *m = get_mapping(env, argv[0]);
+  if (m == NULL) return NULL;
+  char name[32];
+  size_t name_length = 0;
+  napi_valuetype type;
+  NAPI_CALL(env, napi_typeof(env, argv[1], &type));
+  int advice = 0;
+  if (type != napi_string || napi_get_value_string_utf8(env, argv[1], name, sizeof name, &name_length) != napi_ok ||
+      parse_advice(name, &advice) != 0) {
+    throw_code(env, EINVAL,
+               "advice must be one of normal, random, sequential, willneed, dontneed, hugepage");
+    return NULL;
+  }
+  uint64_t offset = 0, length = 0;
+  bool has_offset = false, has_length = false;
+  if (argc >= 3) {
+    NAPI_CALL(env, napi_typeof(env, argv[2], &type));
+    has_offset = type != napi_undefined;
+  }
+  if (argc >= 4) {
+    NAPI_CALL(env, napi_typeof(env, argv[3], &type));
+    has_length = type != napi_undefined;
+  }
+  if (has_offset && get_index(env, argv[2], "offset", MAX_SAFE_INTEGER, &offset) != 0) return NULL;
+  if (has_length && get_index(env, argv[3], "length", MAX_SAFE_INTEGER, &length) != 0) return NULL;
+  if (m->closed) {
+    throw_code(env, EBADF, "the mapping is closed");
+    return NULL;
+  }
+  if (offset > m->length) {
+    throw_code(env, ERANGE, "advise offset is past the end of the mapping");
+    return NULL;
+  }
+  if (!has_length) length = m->length - offset;
+  if (length > m->length - offset) {
+    throw_code(env, ERANGE, "advise range is outside the mapping");
+    return NULL;
+  }
+  if (length == 0 || m->addr == NULL || advice == -1) return undefined_value(env);
+
+  size_t page = page_size();
+  size_t start = (size_t)offset & ~(page - 1);
+  size_t end = ((size_t)(offset + length) + page - 1) & ~(page - 1);
+  size_t mapped_end = (m->map_length + page - 1) & ~(page - 1);
+  if (end > mapped_end) end = mapped_end;
+  if (madvise(m->addr + start, end - start, advice) != 0) {
+    int err = errno;
+    char what[64];
+    snprintf(what, sizeof what, "madvise(%s)", name);
+    throw_errno(env, err, what);
+    return NULL;
+  }
+  return undefined_value(env);
+}
+
+/* close(handle): idempotent. */
+static napi_value js_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    throw_code(env, EINVAL, "close(handle) needs a handle");
+    return NULL;
+  }
+  st_mapping *m = get_mapping(env, argv[0]);
+  if (m == NULL) return NULL;
+  if (m->closed) return undefined_value(env);
+  /* Snapshot the live windows first, so that the list may change under us (should a finalizer ever run
+   * synchronously during a detach) without a window being skipped. */
+  size_t count = 0;
+  napi_value *live = NULL;
+  if (m->n_windows > 0) {
+    live = malloc(m->n_windows * sizeof *live);
+    if (live == NULL) {
+      throw_errno(env, ENOMEM, "close");
+      return NULL;
+    }
+  }
+  for (size_t i = 0; i < m->n_windows; i++) {
+    st_window *w = m->windows[i];
+    napi_value buffer = NULL;
+    if (w->ref == NULL) continue; /* detached when it was made */
+    if (napi_get_reference_value(env, w->ref, &buffer) != napi_ok || buffer == NULL) continue; /* collected */
+    live[count++] = buffer;
+  }
+  /* Detach first: if any window could not be detached, keep the memory mapped rather than risk a crash. */
+  for (size_t i = 0; i < count; i++) {
+    bool detached = false;
+    if (napi_is_detached_arraybuffer(env, live[i], &detached) != napi_ok ||
+        (!detached && napi_detach_arraybuffer(env, live[i]) != napi_ok)) {
+      free(live);
+      throw_code(env, EBUSY, "a window of this mapping cannot be detached; the mapping stays open");
+      return NULL;
+    }
+  }
+  free(live);
+  mapping_unmap(m);
+  return undefined_value(env);
+}
+
+static napi_value js_is_closed(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    throw_code(env, EINVAL, "isClosed(handle) needs a handle");
+    return NULL;
+  }
+  st_mapping *m = get_mapping(env, argv[0]);
+  if (m == NULL) return NULL;
+  napi_value result;
+  NAPI_CALL(env, napi_get_boolean(env, m->closed != 0, &result));
+  return result;
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+/* Huge-page backed anonymous memory */
+
+typedef struct st_huge {
+  void *addr;
+  size_t map_length;
+  napi_env env;
+  napi_ref ref; /* weak reference to the ArrayBuffer, so freeHuge can check it was given the right one */
+  int freed;    /* munmapped by freeHuge: the finalizer must not munmap again */
+  struct st_huge *prev, *next;
+} st_huge;
+
+/* Live (mmapped) huge allocations of every env; the address is unique while mapped. */
+static pthread_mutex_t g_huge_lock = PTHREAD_MUTEX_INITIALIZER;
+static st_huge *g_huge_head;
+
+static void huge_link(st_huge *h) {
+  pthread_mutex_lock(&g_huge_lock);
+  h->prev = NULL;
+  h->next = g_huge_head;
+  if (g_huge_head != NULL) g_huge_head->prev = h;
+  g_huge_head = h;
+  pthread_mutex_unlock(&g_huge_lock);
+}
+
+/* Unmaps and unlinks h unless already done. Only h's own env thread calls this, so no double unmap. */
+static void huge_unmap(st_huge *h) {
+  pthread_mutex_lock(&g_huge_lock);
+  int was_freed = h->freed;
+  if (!was_freed) {
+    h->freed = 1;
+    if (h->prev != NULL) h->prev->next = h->next;
+    else g_huge_head = h->next;
+    if (h->next != NULL) h->next->prev = h->prev;
+    h->prev = h->next = NULL;
+  }
+  pthread_mutex_unlock(&g_huge_lock);
+  if (!was_freed) {
+    munmap(h->addr, h->map_length);
+    atomic_fetch_sub(&g_huge, 1);
+    atomic_fetch_sub(&g_huge_bytes, (long long)h->map_length);
+  }
+}
+
+static void huge_finalize(napi_env env, void *data, void *hint) {
+  (void)data;
+  st_huge *h = hint;
+  huge_unmap(h);
+  if (h->ref != NULL) napi_delete_reference(env, h->ref);
+  free(h);
+  atomic_fetch_sub(&g_huge_structs, 1);
+}
+
+/* allocHuge(length): zeroed, writable, 2 MiB aligned, MADV_HUGEPAGE; length rounded up to 2 MiB internally. */
+static napi_value js_alloc_huge(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    throw_code(env, EINVAL, "allocHuge(length) needs a length");
+    return NULL;
+  }
+  uint64_t length = 0;
+  if (get_index(env, argv[0], "allocHuge length", MAX_WINDOW_LENGTH, &length) != 0) return NULL;
+  napi_value result;
+  if (length == 0) {
+    NAPI_CALL(env, napi_create_arraybuffer(env, 0, NULL, &result));
+    return result;
+  }
+  size_t map_length = ((size_t)length + HUGE_PAGE_SIZE - 1) & ~(HUGE_PAGE_SIZE - 1);
+  /* Over-allocate by one huge page, then trim, so the start is 2 MiB aligned (THP needs aligned ranges). */
+  size_t reserve = map_length + HUGE_PAGE_SIZE;
+  uint8_t *raw = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    throw_errno(env, errno, "mmap (allocHuge)");
+    return NULL;
+  }
+  uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(HUGE_PAGE_SIZE - 1);
+  size_t head = aligned - (uintptr_t)raw;
+  size_t tail = reserve - head - map_length;
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap((uint8_t *)aligned + map_length, tail);
+  void *addr = (void *)aligned;
+#ifdef MADV_HUGEPAGE
+  /* Best effort: with THP disabled this fails and the memory is simply made of small pages. */
+  (void)madvise(addr, map_length, MADV_HUGEPAGE);
+#endif
+
+  st_huge *h = calloc(1, sizeof *h);
+  if (h == NULL) {
+    munmap(addr, map_length);
+    throw_errno(env, ENOMEM, "allocHuge");
+    return NULL;
+  }
+  h->addr = addr;
+  h->map_length = map_length;
+  h->env = env;
+  atomic_fetch_add(&g_huge, 1);
+  atomic_fetch_add(&g_huge_structs, 1);
+  atomic_fetch_add(&g_huge_bytes, (long long)map_length);
+  huge_link(h);
+
+  if (napi_create_external_arraybuffer(env, addr, (size_t)length, huge_finalize, h, &result) != napi_ok) {
+    /* As in window(): the finalizer may still run, so unmap now (idempotent) but leave h to it. */
+    huge_unmap(h);
+    throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for allocHuge");
+    return NULL;
+  }
+  if (napi_create_reference(env, result, 0, &h->ref) != napi_ok) {
+    /* The finalizer still runs and unmaps; freeHuge just will not recognise this buffer. */
+    h->ref = NULL;
+  }
+  return result;
+}
+
+/* freeHuge(buffer): munmap now and detach. A detached or empty buffer is a no-op. */
+static napi_value js_free_huge(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  bool is_arraybuffer = false;
+  if (argc < 1 || napi_is_arraybuffer(env, argv[0], &is_arraybuffer) != napi_ok || !is_arraybuffer) {
+    throw_code(env, EINVAL, "freeHuge(buffer) needs an ArrayBuffer returned by allocHuge");
+    return NULL;
+  }
+  bool detached = false;
+  NAPI_CALL(env, napi_is_detached_arraybuffer(env, argv[0], &detached));
+  if (detached) return undefined_value(env);
+  void *data = NULL;
+  size_t length = 0;
+  NAPI_CALL(env, napi_get_arraybuffer_info(env, argv[0], &data, &length));
+  if (length == 0) return undefined_value(env);
+
+  st_huge *found = NULL;
+  pthread_mutex_lock(&g_huge_lock);
+  for (st_huge *h = g_huge_head; h != NULL; h = h->next) {
+    if (h->addr == data && h->env == env) {
+      found = h;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_huge_lock);
+  bool same = false;
+  if (found != NULL && found->ref != NULL) {
+    napi_value mine = NULL;
+    if (napi_get_reference_value(env, found->ref, &mine) == napi_ok && mine != NULL) {
+      NAPI_CALL(env, napi_strict_equals(env, mine, argv[0], &same));
+    }
+  }
+  if (!same) {
+    throw_code(env, EINVAL, "freeHuge(buffer): this ArrayBuffer was not returned by allocHuge");
+    return NULL;
+  }
+  if (napi_detach_arraybuffer(env, argv[0]) != napi_ok) {
+    throw_code(env, EBUSY, "freeHuge: the buffer cannot be detached; it stays allocated");
+    return NULL;
+  }
+  huge_unmap(found);
+  return undefined_value(env);
+}
+
+/* ------------------------------------------------------------------------------------------------------ */
+
+static napi_value make_number(napi_env env, double value) {
+  napi_value v = NULL;
+  napi_create_double(env, value, &v);
+  return v;
+}
+
+static napi_value js_stats(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  NAPI_CALL(env, napi_create_object(env, &result));
+  NAPI_CALL(env, napi_set_named_property(env, result, "mappings", make_number(env, (double)atomic_load(&g_mappings))));
+  NAPI_CALL(env, napi_set_named_property(env, result, "mapped", make_number(env, (double)atomic_load(&g_mapped))));
+  NAPI_CALL(env, napi_set_named_property(env, result, "windows", make_number(env, (double)atomic_load(&g_windows))));
+  NAPI_CALL(env, napi_set_named_property(env, result, "hugeAllocations", make_number(env, (double)atomic_load(&g_huge))));
+  NAPI_CALL(env, napi_set_named_property(env, result, "hugeBuffers",
+                                         make_number(env, (double)atomic_load(&g_huge_structs))));
+  NAPI_CALL(env, napi_set_named_property(env, result, "hugeBytes", make_number(env, (double)atomic_load(&g_huge_bytes))));
+  return result;
+}
+
+NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  napi_property_descriptor props[] = {
+      {"open", NULL, js_open, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"advise", NULL, js_advise, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"close", NULL, js_close, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"isClosed", NULL, js_is_closed, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"allocHuge", NULL, js_alloc_huge, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"freeHuge", NULL, js_free_huge, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"stats", NULL, js_stats, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"pageSize", NULL, NULL, NULL, NULL, make_number(env, (double)page_size()), napi_enumerable, NULL},
+      {"hugePageSize", NULL, NULL, NULL, NULL, make_number(env, (double)HUGE_PAGE_SIZE), napi_enumerable, NULL},
+      {"maxWindowLength", NULL, NULL, NULL, NULL, make_number(env, MAX_WINDOW_LENGTH), napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
+  return exports;
+}

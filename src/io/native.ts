@@ -1,0 +1,289 @@
+/**
+ * Loader and typed wrapper for the optional C addon (`native/safetensors_native.c`, built by `npm install` into
+ * `build/Release/safetensors_native.node`): read-only file mappings with zero-copy windows, madvise, and
+ * hugepage-backed anonymous memory. Node-only. Everything here works without the addon too: `loadNative()`
+ * returns null and the classes throw `SafetensorError("BackendUnavailable")`.
+ *
+ * Lifetime rules
+ * - A `Mapping` is the mmap of one file (`MAP_PRIVATE`, `PROT_READ`). The file descriptor may be closed right
+ *   after `Mapping.open`: the mapping does not need it.
+ * - `window(offset, length)` returns an ArrayBuffer that *is* the mapped bytes (no copy), at most 2^32 bytes.
+ *   Each window keeps the mapping alive: if the `Mapping` object is dropped, the memory is unmapped only after
+ *   every window has been garbage collected too.
+ * - `close()` unmaps at once and detaches every window still alive: their `byteLength` (and that of every view
+ *   on them) becomes 0, so no JS code can ever read unmapped memory. New windows are refused (`Closed`).
+ * - Windows and huge buffers are marked untransferable (`worker_threads.markAsUntransferable`): posting one to a
+ *   worker copies it instead of moving the memory out of reach of `close()` / `freeHuge()`.
+ * - The file must not be truncated while mapped (reading past the new end would raise SIGBUS: an OS rule
+ *   no library can catch). Safetensors files are written once, so this is the usual contract for mmap readers.
+ * - `allocHuge(length)` returns zeroed, writable memory backed by transparent huge pages where the kernel allows
+ *   it; it is unmapped by garbage collection, or at once by `freeHuge(buffer)` (which detaches the buffer).
+ */
+import { closeSync, fstatSync, openSync } from "node:fs";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import { markAsUntransferable } from "node:worker_threads";
+import { SafetensorError } from "../format/errors.js";
+
+/** `madvise` advice names accepted by {@link Mapping.advise}. */
+export type Advice = "normal" | "random" | "sequential" | "willneed" | "dontneed" | "hugepage";
+
+export const ADVICES: readonly Advice[] = ["normal", "random", "sequential", "willneed", "dontneed", "hugepage"];
+
+/** Largest window or huge allocation: one external ArrayBuffer in Node 20 holds at most 2^32 bytes. */
+export const MAX_WINDOW_LENGTH = 2 ** 32;
+
+declare const handleBrand: unique symbol;
+/** Opaque mapping handle of the raw addon. */
+export type NativeHandle = { readonly [handleBrand]: true };
+
+/** Process-wide counters kept by the addon (for leak checks and `doctor`). */
+export interface NativeStats {
+  /** Mapping structs alive (handle or some window not yet collected). */
+  mappings: number;
+  /** File mappings currently mmapped. */
+  mapped: number;
+  /** Windows whose finalizer has not run yet (detached ones included until then). */
+  windows: number;
+  /** Huge allocations currently mmapped. */
+  hugeAllocations: number;
+  /** Huge ArrayBuffers whose finalizer has not run yet. */
+  hugeBuffers: number;
+  /** Bytes currently mmapped by huge allocations (rounded up to 2 MiB each). */
+  hugeBytes: number;
+}
+
+/** The raw addon. Its functions throw plain Errors whose `code` is an errno name; prefer the wrappers below. */
+export interface NativeAddon {
+  open(fd: number, length: number, populate: boolean): NativeHandle;
+  window(handle: NativeHandle, offset: number, length: number): ArrayBuffer;
+  advise(handle: NativeHandle, advice: Advice, offset?: number, length?: number): void;
+  close(handle: NativeHandle): void;
+  isClosed(handle: NativeHandle): boolean;
+  allocHuge(length: number): ArrayBuffer;
+  freeHuge(buffer: ArrayBuffer): void;
+  stats(): NativeStats;
+  readonly pageSize: number;
+  readonly hugePageSize: number;
+  readonly maxWindowLength: number;
+}
+
+export interface NativeStatus {
+  available: boolean;
+  /** Where the addon was (or would be) loaded from. */
+  path?: string;
+  /** Why it is not available. */
+  reason?: string;
+}
+
+const ADDON_URL = new URL("../../build/Release/safetensors_native.node", import.meta.url);
+const FUNCTIONS = ["open", "window", "advise", "close", "isClosed", "allocHuge", "freeHuge", "stats"] as const;
+
+let loaded: { addon: NativeAddon | null; status: NativeStatus } | undefined;
+
+function disabledByEnv(): boolean {
+  const value = process.env.SAFETENSORS_NO_NATIVE;
+  return value !== undefined && /^(1|true|yes|on)$/i.test(value.trim());
+}
+
+function load(): { addon: NativeAddon | null; status: NativeStatus } {
+  let path: string;
+  try {
+    path = fileURLToPath(ADDON_URL);
+  } catch (error) {
+    return { addon: null, status: { available: false, reason: `cannot locate the addon: ${messageOf(error)}` } };
+  }
+  if (disabledByEnv())
+    return { addon: null, status: { available: false, path, reason: "SAFETENSORS_NO_NATIVE is set" } };
+  try {
+    const addon = createRequire(import.meta.url)(path) as Partial<Record<string, unknown>>;
+    const missing = FUNCTIONS.filter((name) => typeof addon[name] !== "function");
+    if (missing.length > 0) {
+      return { addon: null, status: { available: false, path, reason: `addon lacks ${missing.join(", ")}` } };
+    }
+    return { addon: addon as unknown as NativeAddon, status: { available: true, path } };
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    const reason =
+      code === "MODULE_NOT_FOUND"
+        ? "not built (run `npm install` or `node scripts/build-native.mjs`; needs a C compiler, make and python3)"
+        : `cannot load: ${messageOf(error)}`;
+    return { addon: null, status: { available: false, path, reason } };
+  }
+}
+
+/** The addon, loaded once; null when it is absent, broken, or disabled by `SAFETENSORS_NO_NATIVE=1`. Never throws. */
+export function loadNative(): NativeAddon | null {
+  loaded ??= load();
+  return loaded.addon;
+}
+
+/** Whether the addon is usable, where it lives and, if not, why (for the `doctor` command). Never throws. */
+export function nativeStatus(): NativeStatus {
+  loaded ??= load();
+  return { ...loaded.status };
+}
+
+/** The addon, or `SafetensorError("BackendUnavailable")`. */
+export function requireNative(): NativeAddon {
+  const addon = loadNative();
+  if (addon === null) {
+    throw new SafetensorError("BackendUnavailable", `native addon unavailable: ${nativeStatus().reason ?? "unknown"}`);
+  }
+  return addon;
+}
+
+function messageOf(error: unknown): string {
+  return String((error as { message?: unknown } | null)?.message ?? error).split("\n")[0] ?? "";
+}
+
+/** Native errors become `IoError`, keeping the errno name in the message and the original error as `cause`. */
+function toSafetensorError(error: unknown, what: string): SafetensorError {
+  if (error instanceof SafetensorError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const errno = typeof code === "string" ? `${code}: ` : "";
+  return new SafetensorError("IoError", `${what}: ${errno}${messageOf(error)}`, { cause: error });
+}
+
+function checkLength(length: number, what: string): void {
+  if (typeof length === "number" && length > MAX_WINDOW_LENGTH) {
+    throw new SafetensorError(
+      "TooLarge",
+      `${what} of ${length} bytes is larger than one ArrayBuffer can hold here (${MAX_WINDOW_LENGTH})`,
+    );
+  }
+}
+
+function untransferable(buffer: ArrayBuffer): ArrayBuffer {
+  if (buffer.byteLength > 0) markAsUntransferable(buffer);
+  return buffer;
+}
+
+export interface MappingOptions {
+  /** `MAP_POPULATE`: read the whole file into the page tables now (fast for cached files, slow for cold ones). */
+  populate?: boolean;
+}
+
+/** A read-only memory mapping of one file. */
+export class Mapping {
+  readonly #addon: NativeAddon;
+  readonly #handle: NativeHandle;
+  #closed = false;
+  /** Bytes of the file that are mapped. */
+  readonly byteLength: number;
+
+  private constructor(addon: NativeAddon, handle: NativeHandle, byteLength: number) {
+    this.#addon = addon;
+    this.#handle = handle;
+    this.byteLength = byteLength;
+  }
+
+  /**
+   * Maps the first `length` bytes of the open regular file `fd` (from `fs.openSync`). `length` must not exceed
+   * the file size. The fd may be closed afterwards.
+   */
+  static open(fd: number, length: number, opts?: MappingOptions): Mapping {
+    const addon = requireNative();
+    try {
+      return new Mapping(addon, addon.open(fd, length, opts?.populate === true), length);
+    } catch (error) {
+      throw toSafetensorError(error, "mmap");
+    }
+  }
+
+  /** Opens, maps the whole file and closes the descriptor. */
+  static openFile(path: string, opts?: MappingOptions): Mapping {
+    requireNative();
+    let fd: number;
+    try {
+      fd = openSync(path, "r");
+    } catch (error) {
+      throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
+    }
+    try {
+      return Mapping.open(fd, fstatSync(fd).size, opts);
+    } catch (error) {
+      throw toSafetensorError(error, `map ${JSON.stringify(path)}`);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** True once `close()` has run. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * The bytes [offset, offset + length) of the file as an ArrayBuffer over the mapping (no copy; read-only memory:
+   * writing through a view raises SIGSEGV, so only read). At most 2^32 bytes (`TooLarge`); offsets may exceed 4 GiB.
+   */
+  window(offset: number, length: number): ArrayBuffer {
+    this.#checkOpen();
+    checkLength(length, "window");
+    try {
+      return untransferable(this.#addon.window(this.#handle, offset, length));
+    } catch (error) {
+      throw toSafetensorError(error, "window");
+    }
+  }
+
+  /** `new Uint8Array(this.window(offset, length))`. */
+  bytes(offset: number, length: number): Uint8Array {
+    return new Uint8Array(this.window(offset, length));
+  }
+
+  /** `madvise` over [offset, offset + length) widened to whole pages; defaults to the whole mapping. */
+  advise(advice: Advice, offset?: number, length?: number): void {
+    this.#checkOpen();
+    try {
+      this.#addon.advise(this.#handle, advice, offset, length);
+    } catch (error) {
+      throw toSafetensorError(error, `madvise(${String(advice)})`);
+    }
+  }
+
+  /** Unmaps now and detaches every live window. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    try {
+      this.#addon.close(this.#handle);
+    } catch (error) {
+      throw toSafetensorError(error, "munmap");
+    }
+    this.#closed = true;
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new SafetensorError("Closed", "the mapping is closed");
+  }
+}
+
+/**
+ * `length` bytes of zeroed, writable, 2 MiB aligned anonymous memory advised `MADV_HUGEPAGE` (first touch is
+ * ~50x cheaper than 4 KiB pages). Freed by garbage collection, or now by {@link freeHuge}. At most 2^32 bytes.
+ */
+export function allocHuge(length: number): ArrayBuffer {
+  const addon = requireNative();
+  checkLength(length, "allocHuge");
+  try {
+    return untransferable(addon.allocHuge(length));
+  } catch (error) {
+    throw toSafetensorError(error, "allocHuge");
+  }
+}
+
+/** Unmaps an {@link allocHuge} buffer now and detaches it (every view becomes empty). No-op if already freed. */
+export function freeHuge(buffer: ArrayBuffer): void {
+  const addon = requireNative();
+  try {
+    addon.freeHuge(buffer);
+  } catch (error) {
+    throw toSafetensorError(error, "freeHuge");
+  }
+}
+
+/** The addon's live counters, or null without the addon. */
+export function nativeStats(): NativeStats | null {
+  return loadNative()?.stats() ?? null;
+}
