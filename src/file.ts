@@ -2,10 +2,20 @@
  * A lazily read safetensors file over any synchronous byte source: the header is read and validated once, tensors are
  * read on demand, each touching only its own bytes.
  */
-import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
+
 import { quoteName, SafetensorError } from "./format/errors.js";
+import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
 import { compareCodePoints } from "./format/serialize.js";
 import type { SyncByteSource } from "./io/source.js";
+import {
+  fetchRanges,
+  gather,
+  gatherPieces,
+  parseSliceSpec,
+  planSlice,
+  type SliceIndex,
+  type SlicePlan,
+} from "./slice/index.js";
 import { Tensor } from "./tensor.js";
 
 export interface GetTensorOptions {
@@ -14,6 +24,20 @@ export interface GetTensorOptions {
    * "owned" always returns memory the caller owns. Default "view".
    */
   memory?: "view" | "owned";
+}
+
+/** A tensor to be sliced: its shape and dtype, and `get` to read a numpy basic index of it. */
+export interface TensorSlice {
+  readonly name: string;
+  readonly dtype: TensorInfo["dtype"];
+  readonly shape: readonly number[];
+  /** The read plan for an index: output shape, byte runs, covering span. */
+  plan(index: string | readonly SliceIndex[]): SlicePlan;
+  /**
+   * Read `index` (numpy basic indexing: ints, slices with any bounds and steps, `...`; or its string form such as
+   * `"0:8, :, ::2"`), touching only the bytes it selects.
+   */
+  get(index: string | readonly SliceIndex[], options?: GetTensorOptions): Tensor;
 }
 
 export class SafetensorsFile {
@@ -105,6 +129,42 @@ export class SafetensorsFile {
     return options.memory === "owned"
       ? source.readOwned(range.offset + offset, length)
       : source.read(range.offset + offset, length);
+  }
+
+  /** A lazily read slice of a tensor. */
+  getSlice(name: string): TensorSlice {
+    const info = this.info(name);
+    const plan = (index: string | readonly SliceIndex[]) =>
+      planSlice(info.dtype, info.exactShape ?? info.shape, typeof index === "string" ? parseSliceSpec(index) : index);
+    return {
+      name,
+      dtype: info.dtype,
+      shape: info.shape,
+      plan,
+      get: (index, options = {}) => {
+        const slicePlan = plan(index);
+        const data = this.readPlan(name, slicePlan, options);
+        return new Tensor(info.dtype, slicePlan.shape.map(Number), data);
+      },
+    };
+  }
+
+  /** Fetch and gather the bytes a slice plan selects. */
+  private readPlan(name: string, plan: SlicePlan, options: GetTensorOptions): Uint8Array {
+    if (plan.byteLength === 0) return new Uint8Array(0);
+    const source = this.live;
+    const base = this.byteRange(name).offset;
+    if (source.zeroCopy) {
+      const span = source.read(base + plan.spanStart, plan.spanEnd - plan.spanStart);
+      const data = gather(plan, span, plan.spanStart);
+      return options.memory === "owned" && plan.isContiguous ? data.slice() : data;
+    }
+    const pieces = fetchRanges(plan).map((range) => ({
+      offset: range.start,
+      bytes: source.read(base + range.start, range.end - range.start),
+    }));
+    // A single fetched piece that is exactly the slice needs no gathering copy.
+    return pieces.length === 1 ? gather(plan, pieces[0]!.bytes, pieces[0]!.offset) : gatherPieces(plan, pieces);
   }
 
   close(): void {

@@ -2,9 +2,12 @@
  * Node.js entry point: everything from the core plus local-file reading and atomic writing.
  */
 import { type GetTensorOptions, SafetensorsFile } from "./file.js";
+import { SafetensorError } from "./format/errors.js";
 import type { HeaderOptions } from "./format/header.js";
-import { planSerialization, type MetadataInput, type NamedTensors, type SerializeOptions } from "./format/serialize.js";
+import { type MetadataInput, type NamedTensors, planSerialization, type SerializeOptions } from "./format/serialize.js";
+import { loadNative, nativeStatus } from "./io/native.js";
 import { PreadSource } from "./io/node-file.js";
+import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
 import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "./io/node-write.js";
 import type { SyncByteSource } from "./io/source.js";
 import type { Tensor } from "./tensor.js";
@@ -21,13 +24,29 @@ export interface OpenFileOptions extends HeaderOptions {
   backend?: Backend;
 }
 
-function openSource(path: string, options: OpenFileOptions): SyncByteSource {
-  return PreadSource.open(path);
+/** The backend "auto" resolves to here: mmap when the native addon is loaded, else pread. */
+export function defaultBackend(): "mmap" | "pread" {
+  return loadNative() ? "mmap" : "pread";
+}
+
+function openSource(path: string, backend: Backend, populate = false): SyncByteSource {
+  const resolved = backend === "auto" ? defaultBackend() : backend;
+  if (resolved === "mmap") {
+    if (!loadNative()) {
+      throw new SafetensorError(
+        "BackendUnavailable",
+        `the mmap backend needs the native addon, which is not available (${nativeStatus().reason}); use backend "pread"`,
+      );
+    }
+    return MmapSource.open(path, { populate });
+  }
+  if (resolved === "pread") return PreadSource.open(path, ownedAllocator);
+  throw new SafetensorError("BackendUnavailable", `unknown backend ${JSON.stringify(backend)}`);
 }
 
 /** Open a file lazily: validates the header, reads tensors on demand. Close it (or use `using`) when done. */
 export function openFile(path: string, options: OpenFileOptions = {}): SafetensorsFile {
-  return SafetensorsFile.open(openSource(path, options), options);
+  return SafetensorsFile.open(openSource(path, options.backend ?? "auto"), options);
 }
 
 export interface LoadFileOptions extends OpenFileOptions {}

@@ -8,8 +8,12 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, test } from "node:test";
-import { deserialize, isSafetensorError, openFile } from "../src/node.js";
+import { loadNative } from "../src/io/native.js";
+import { compareCodePoints, deserialize, isSafetensorError, openFile } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, type ExpectedFile, expectedFiles } from "./helpers/corpus.js";
+
+/** Both read backends when the native addon is built; pread alone otherwise. */
+const backends = loadNative() ? (["pread", "mmap"] as const) : (["pread"] as const);
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
@@ -54,13 +58,23 @@ describe("real-file corpus", { skip: corpusAvailable ? false : corpusMissingReas
       const metadata = parsed.metadata ? Object.fromEntries(parsed.metadata) : null;
       assert.deepStrictEqual(metadata, expected.metadata ?? null);
 
-      using lazy = openFile(file, { backend: "pread" });
-      assert.deepStrictEqual(
-        lazy.offsetKeys(),
-        expected.tensors!.map((t) => t.name),
-      );
-      assert.deepStrictEqual(lazy.keys(), expected.tensors!.map((t) => t.name).sort());
-      for (const t of expected.tensors!) assert.equal(sha256(lazy.getTensor(t.name).data), t.sha256, t.name);
+      for (const backend of backends) {
+        using lazy = openFile(file, { backend });
+        assert.equal(lazy.backend, backend);
+        assert.deepStrictEqual(
+          lazy.offsetKeys(),
+          expected.tensors!.map((t) => t.name),
+        );
+        assert.deepStrictEqual(lazy.keys(), expected.tensors!.map((t) => t.name).sort(compareCodePoints));
+        for (const t of expected.tensors!) {
+          assert.equal(sha256(lazy.getTensor(t.name).data), t.sha256, `${backend} ${t.name}`);
+          assert.equal(
+            sha256(lazy.getTensor(t.name, { memory: "owned" }).data),
+            t.sha256,
+            `${backend} owned ${t.name}`,
+          );
+        }
+      }
     });
   }
 });

@@ -4,7 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
-import { parseArgs } from "node:util";
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import { toFloat32 } from "../codecs/index.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
@@ -60,7 +60,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   }
 }
 
-function parse(argv: string[], options: Parameters<typeof parseArgs>[0]["options"]) {
+function parse<const O extends NonNullable<ParseArgsConfig["options"]>>(argv: string[], options: O) {
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (error) {
@@ -88,7 +88,7 @@ async function run(argv: string[], io: Io): Promise<number> {
     case "hash":
       return hash(rest, io);
     case "get":
-      return get(rest, io);
+      return get(rest);
     case "doctor":
       io.stdout(backendReport());
       return 0;
@@ -180,7 +180,7 @@ function hash(argv: string[], io: Io): number {
   return 0;
 }
 
-function get(argv: string[], io: Io): number {
+function get(argv: string[]): number {
   const { values, positionals } = parse(argv, {
     out: { type: "string", short: "o" },
     as: { type: "string" },
