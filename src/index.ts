@@ -2,7 +2,7 @@
  * safetensors-ts core: format, dtypes, tensors, codecs, slicing and in-memory reading and writing. No Node APIs:
  * this entry point runs in browsers. Node file IO lives in `safetensors-ts/node`.
  */
-import { parseHeaderFromBuffer, type Header, type HeaderOptions } from "./format/header.js";
+import { type Header, type HeaderOptions, parseHeaderFromBuffer } from "./format/header.js";
 import { Tensor } from "./tensor.js";
 
 export * from "./codecs/index.js";
@@ -12,6 +12,7 @@ export * from "./format/errors.js";
 export * from "./format/header.js";
 export * from "./format/serialize.js";
 export * from "./io/source.js";
+export * from "./slice/index.js";
 export * from "./tensor.js";
 
 export interface Deserialized {
