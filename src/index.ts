@@ -24,7 +24,10 @@ export interface Deserialized {
 
 /** Parse a whole safetensors file held in memory. Tensor data are zero-copy views into `bytes`. */
 export function deserialize(bytes: Uint8Array | ArrayBuffer, options: HeaderOptions = {}): Deserialized {
-  const buffer = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  // A plain Uint8Array over the same memory (a Node Buffer's subarrays would be Buffers).
+  const buffer = ArrayBuffer.isView(bytes)
+    ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+    : new Uint8Array(bytes);
   const header = parseHeaderFromBuffer(buffer, options);
   const tensors = new Map<string, Tensor>();
   for (const info of header.tensors.values()) {
