@@ -17,7 +17,14 @@ import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles, repoRoo
 async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = "";
   let stderr = "";
-  const code = await main(argv, { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t) });
+  const code = await main(argv, {
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: (text) => {
+      stderr += text;
+    },
+  });
   return { code, stdout, stderr };
 }
 
