@@ -180,8 +180,18 @@ function hash(argv: string[], io: Io): number {
   return 0;
 }
 
+/** Slice specs often start with "-" ("-1, :"), which parseArgs would take for an option: bind the next word. */
+function bindSliceValue(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--slice" && i + 1 < argv.length) out.push(`--slice=${argv[++i]}`);
+    else out.push(argv[i]!);
+  }
+  return out;
+}
+
 function get(argv: string[]): number {
-  const { values, positionals } = parse(argv, {
+  const { values, positionals } = parse(bindSliceValue(argv), {
     out: { type: "string", short: "o" },
     as: { type: "string" },
     slice: { type: "string" },
