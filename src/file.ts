@@ -131,6 +131,11 @@ export class SafetensorsFile {
       : source.read(range.offset + offset, length);
   }
 
+  /** Raw bytes [offset, offset + length) of the file, in memory the caller owns. */
+  readRange(offset: number, length: number): Uint8Array {
+    return this.live.readOwned(offset, length);
+  }
+
   /** A lazily read slice of a tensor. */
   getSlice(name: string): TensorSlice {
     const info = this.info(name);

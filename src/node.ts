@@ -1,16 +1,16 @@
 /**
  * Node.js entry point: everything from the core plus local-file reading and atomic writing.
  */
-import { type GetTensorOptions, SafetensorsFile } from "./file.js";
+import { SafetensorsFile } from "./file.js";
 import { SafetensorError } from "./format/errors.js";
 import type { HeaderOptions } from "./format/header.js";
 import { type MetadataInput, type NamedTensors, planSerialization, type SerializeOptions } from "./format/serialize.js";
 import { loadNative, nativeStatus } from "./io/native.js";
-import { PreadSource } from "./io/node-file.js";
+import { MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
 import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
 import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "./io/node-write.js";
 import type { SyncByteSource } from "./io/source.js";
-import type { Tensor } from "./tensor.js";
+import { Tensor } from "./tensor.js";
 
 export * from "./index.js";
 
@@ -49,15 +49,51 @@ export function openFile(path: string, options: OpenFileOptions = {}): Safetenso
   return SafetensorsFile.open(openSource(path, options.backend ?? "auto"), options);
 }
 
-export interface LoadFileOptions extends OpenFileOptions {}
+export interface LoadFileOptions extends OpenFileOptions {
+  /** pread backend: largest single read buffer (default and maximum 2^32, Node 20's largest Uint8Array). */
+  maxBufferBytes?: number;
+}
 
-/** Read every tensor of a file, in file order. */
+/**
+ * Read every tensor of a file, in file order, reading the data region in one go: on mmap the file is mapped with
+ * MAP_POPULATE and tensors are views of the mapping (kept alive by the tensors themselves, released by GC); on pread
+ * the data region is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory, and
+ * tensors are views of it.
+ */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
-  const file = openFile(path, options);
+  const backend = options.backend === undefined || options.backend === "auto" ? defaultBackend() : options.backend;
+  const file = SafetensorsFile.open(openSource(path, backend, true), options);
+  const tensors = new Map<string, Tensor>();
+  if (file.backend === "mmap") {
+    // Not closed: each view keeps the mapping alive until it is garbage collected.
+    for (const name of file.offsetKeys()) tensors.set(name, file.getTensor(name));
+    return tensors;
+  }
+  const maxBuffer = Math.min(options.maxBufferBytes ?? MAX_BUFFER_BYTES, MAX_BUFFER_BYTES);
   try {
-    const tensors = new Map<string, Tensor>();
-    const read: GetTensorOptions = { memory: "owned" };
-    for (const name of file.offsetKeys()) tensors.set(name, file.getTensor(name, read));
+    const infos = [...file.header.tensors.values()];
+    for (let first = 0; first < infos.length; ) {
+      // Group consecutive tensors into one read of at most maxBuffer bytes.
+      const groupStart = infos[first]!.dataOffsets[0];
+      let last = first;
+      while (last + 1 < infos.length && infos[last + 1]!.dataOffsets[1] - groupStart <= maxBuffer) last++;
+      const groupEnd = infos[last]!.dataOffsets[1];
+      if (groupEnd - groupStart > maxBuffer) {
+        const big = infos[first]!;
+        throw new SafetensorError(
+          "TooLarge",
+          `tensor ${JSON.stringify(big.name)} is ${big.byteLength} bytes; one buffer holds at most ${maxBuffer} in this runtime: use openFile() and getSlice()`,
+          { tensor: big.name },
+        );
+      }
+      const bytes = file.readRange(file.header.dataStart + groupStart, groupEnd - groupStart);
+      for (let i = first; i <= last; i++) {
+        const info = infos[i]!;
+        const begin = info.dataOffsets[0] - groupStart;
+        tensors.set(info.name, new Tensor(info.dtype, info.shape, bytes.subarray(begin, begin + info.byteLength)));
+      }
+      first = last + 1;
+    }
     return tensors;
   } finally {
     file.close();

@@ -29,6 +29,9 @@ export function preadInto(fd: number, target: Uint8Array, position: number): voi
   }
 }
 
+/** Node 20's largest Uint8Array. */
+export const MAX_BUFFER_BYTES = 2 ** 32;
+
 export type Allocator = (length: number) => Uint8Array;
 
 export const defaultAllocator: Allocator = (length) => new Uint8Array(length);
@@ -74,6 +77,12 @@ export class PreadSource implements SyncByteSource {
 
   read(offset: number, length: number): Uint8Array {
     checkRange(this, offset, length);
+    if (length > MAX_BUFFER_BYTES) {
+      throw new SafetensorError(
+        "TooLarge",
+        `a read of ${length} bytes exceeds this runtime's largest buffer (${MAX_BUFFER_BYTES} bytes); read it in slices`,
+      );
+    }
     const target = length < 64 * 1024 ? new Uint8Array(length) : this.allocate(length);
     try {
       preadInto(this.descriptor, target, offset);
