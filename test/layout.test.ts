@@ -1,0 +1,41 @@
+/**
+ * The core entry point must run in browsers: nothing reachable from src/index.ts may import a `node:` module or a
+ * Node global module. Checked on the import graph of the sources.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { test } from "node:test";
+import { repoRoot } from "./helpers/corpus.js";
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g;
+
+function reachable(entry: string): Map<string, string[]> {
+  const seen = new Map<string, string[]>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    const source = fs.readFileSync(file, "utf8");
+    const specifiers = [...source.matchAll(IMPORT)].map((m) => (m[1] ?? m[2])!);
+    seen.set(file, specifiers);
+    for (const specifier of specifiers) {
+      if (specifier.startsWith(".")) visit(path.resolve(path.dirname(file), specifier.replace(/\.js$/, ".ts")));
+    }
+  };
+  visit(entry);
+  return seen;
+}
+
+test("the core entry point imports nothing from Node", () => {
+  const graph = reachable(path.join(repoRoot, "src/index.ts"));
+  assert.ok(graph.size > 10, `only ${graph.size} modules found: is the import scan broken?`);
+  for (const [file, specifiers] of graph) {
+    for (const specifier of specifiers) {
+      assert.ok(specifier.startsWith("."), `${path.relative(repoRoot, file)} imports ${specifier}`);
+    }
+    assert.doesNotMatch(
+      fs.readFileSync(file, "utf8"),
+      /\bprocess\.|\bBuffer\.|require\(/,
+      path.relative(repoRoot, file),
+    );
+  }
+});
