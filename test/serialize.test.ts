@@ -408,6 +408,16 @@ describe("saveFile", () => {
     assert.deepEqual(fs.readdirSync(dir).sort(), ["link.safetensors", "real.safetensors"]);
   });
 
+  test("a dangling symlink stays a symlink and its target is created", () => {
+    const sub = fs.mkdtempSync(path.join(dir, "dangling-"));
+    const link = path.join(sub, "link.safetensors");
+    fs.symlinkSync("made.safetensors", link);
+    saveFile(link, tensors);
+    assert.ok(fs.lstatSync(link).isSymbolicLink());
+    assert.deepEqual(new Uint8Array(fs.readFileSync(path.join(sub, "made.safetensors"))), serialize(tensors));
+    assert.deepEqual(fs.readdirSync(sub).sort(), ["link.safetensors", "made.safetensors"]);
+  });
+
   test("fsync option writes the same bytes", () => {
     const target = path.join(dir, "synced.safetensors");
     saveFile(target, tensors, null, { fsync: true });

@@ -28,7 +28,8 @@ export type SafetensorErrorCode =
   | "TooLarge"
   | "Closed"
   | "IoError"
-  | "BackendUnavailable";
+  | "BackendUnavailable"
+  | "InvalidOption";
 
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";

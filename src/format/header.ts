@@ -17,7 +17,7 @@
  */
 import { type Dtype, dtypeInfo } from "./dtypes.js";
 import { quoteName, SafetensorError } from "./errors.js";
-import { describeValueAt, JsonCursor } from "./json.js";
+import { consumeUnexpected, describeValueAt, JsonCursor } from "./json.js";
 
 export const DEFAULT_MAX_HEADER_BYTES = 100_000_000;
 const U64_MAX = 2n ** 64n - 1n;
@@ -60,13 +60,13 @@ export interface Header {
 
 /** Steps 1–3: read N from the first 8 bytes of a file of `fileLength` bytes. */
 export function readHeaderLength(prefix: Uint8Array, fileLength: number, options: HeaderOptions = {}): number {
-  const maxHeaderBytes = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+  const maxHeaderBytes = checkedLimit(options.maxHeaderBytes);
   if (fileLength < 8 || prefix.length < 8) {
     throw new SafetensorError("HeaderTooSmall", `file is ${fileLength} bytes, shorter than the 8-byte header size`);
   }
   const view = new DataView(prefix.buffer, prefix.byteOffset, 8);
   const n = view.getBigUint64(0, true);
-  if (n > BigInt(maxHeaderBytes)) {
+  if (Number(n) > maxHeaderBytes) {
     throw new SafetensorError("HeaderTooLarge", `header size ${n} exceeds the limit of ${maxHeaderBytes} bytes`);
   }
   const headerLength = Number(n);
@@ -77,6 +77,13 @@ export function readHeaderLength(prefix: Uint8Array, fileLength: number, options
     );
   }
   return headerLength;
+}
+
+/** `maxHeaderBytes`: a non-negative integer, or Infinity for no limit. */
+function checkedLimit(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_MAX_HEADER_BYTES;
+  if (value === Number.POSITIVE_INFINITY || (Number.isSafeInteger(value) && value >= 0)) return value;
+  throw new SafetensorError("InvalidOption", `maxHeaderBytes must be a non-negative integer or Infinity, got ${value}`);
 }
 
 /** A whole file in memory: steps 1–7. */
@@ -138,11 +145,8 @@ function readHeaderJson(text: string): { metadata: Map<string, string> | null; e
   };
   const names = new Set<string>();
 
-  const first = cursor.peek();
-  if (first !== 0x7b) {
-    if (Number.isNaN(first)) cursor.fail("EOF while parsing a value");
-    const kind = describeValueAt(cursor);
-    cursor.skipValue(); // a syntax error inside still wins
+  if (cursor.peek() !== 0x7b) {
+    const kind = consumeUnexpected(cursor);
     throw new SafetensorError("InvalidHeaderStructure", `header must be a JSON object, found a ${kind}`);
   }
   cursor.object((key) => {
@@ -161,8 +165,9 @@ function readHeaderJson(text: string): { metadata: Map<string, string> | null; e
     const entry = readTensorEntry(cursor, key, defer);
     if (entry) entries.push(entry);
   });
-  cursor.end();
+  // Entry errors come before trailing characters: the reference checks entries once the object is read.
   if (deferred) throw deferred;
+  cursor.end();
   return { metadata, entries };
 }
 
@@ -173,8 +178,7 @@ function readMetadata(cursor: JsonCursor): Map<string, string> | null {
     return null;
   }
   if (c !== 0x7b) {
-    const kind = describeValueAt(cursor);
-    cursor.skipValue();
+    const kind = consumeUnexpected(cursor);
     throw new SafetensorError(
       "InvalidHeaderStructure",
       `\`__metadata__\` must be an object of strings, found a ${kind}`,
@@ -183,9 +187,10 @@ function readMetadata(cursor: JsonCursor): Map<string, string> | null {
   const metadata = new Map<string, string>();
   cursor.object((key) => {
     if (cursor.peek() !== 0x22) {
+      const kind = consumeUnexpected(cursor);
       throw new SafetensorError(
         "InvalidHeaderStructure",
-        `\`__metadata__\` value for ${quoteName(key)} must be a string, found a ${describeValueAt(cursor)}`,
+        `\`__metadata__\` value for ${quoteName(key)} must be a string, found a ${kind}`,
       );
     }
     const value = cursor.string();
@@ -217,12 +222,8 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
 
   const readField = (field: "dtype" | "shape" | "data_offsets") => {
     if (field === "dtype") {
-      if (cursor.peek() !== 0x22) {
-        fail(structural(`dtype must be a string, found a ${describeValueAt(cursor)}`));
-        cursor.skipValue();
-        return;
-      }
-      const value = cursor.string();
+      const value = readDtypeName(cursor, (what) => fail(structural(what)));
+      if (value === null) return;
       const info = dtypeInfo(value);
       if (!info) {
         fail(
@@ -230,7 +231,6 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
             tensor: name,
           }),
         );
-        dtype = null;
         return;
       }
       dtype = info.name;
@@ -251,7 +251,13 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
         cursor.skipValue();
         return;
       }
-      if (seen.has(key)) fail(structural(`duplicate field \`${key}\``));
+      if (seen.has(key)) {
+        fail(
+          new SafetensorError("DuplicateKey", `tensor ${quoteName(name)}: duplicate field \`${key}\``, {
+            tensor: name,
+          }),
+        );
+      }
       seen.add(key);
       readField(key);
     });
@@ -275,6 +281,40 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
   if (failed || dtype === null || shape === null || offsets === null) return null;
   const [begin, end] = offsets as [U64, U64];
   return { name, dtype, shape, begin, end };
+}
+
+/**
+ * A dtype: a string, or — as serde also reads a unit enum variant — a one-entry map `{"F32": null}`. Reports anything
+ * else through `bad` and returns null; the value is consumed either way.
+ */
+function readDtypeName(cursor: JsonCursor, bad: (what: string) => void): string | null {
+  const c = cursor.peek();
+  if (c === 0x22) return cursor.string();
+  if (c !== 0x7b) {
+    bad(`dtype must be a string, found a ${describeValueAt(cursor)}`);
+    cursor.skipValue();
+    return null;
+  }
+  const keys: string[] = [];
+  let unitValue = true;
+  cursor.object((key) => {
+    keys.push(key);
+    if (cursor.peek() === 0x6e) cursor.literal("null");
+    else {
+      unitValue = false;
+      cursor.skipValue();
+    }
+  });
+  if (keys.length !== 1) {
+    bad(`dtype given as a map must have exactly one key, found ${keys.length}`);
+    return null;
+  }
+  if (!dtypeInfo(keys[0]!)) return keys[0]!; // unknown variant, reported by the caller
+  if (!unitValue) {
+    bad(`dtype given as a map must map the dtype name to null`);
+    return null;
+  }
+  return keys[0]!;
 }
 
 /** An array of integers in [0, 2^64); reports the first bad element through `bad` and returns null. */

@@ -247,9 +247,8 @@ export class JsonCursor {
         return { kind: "integer", value, negative };
       }
     }
-    const value = Number(token);
-    if (!Number.isFinite(value)) this.fail("number out of range", pos);
-    return { kind: "float", value };
+    if (serdeFloatOverflows(token)) this.fail("number out of range", pos);
+    return { kind: "float", value: Number(token) };
   }
 
   /** Validate and skip any value. */
@@ -298,11 +297,75 @@ export class JsonCursor {
   }
 }
 
+const U64_MAX = 2n ** 64n - 1n;
+const I32_MAX = 2 ** 31 - 1;
+
+/**
+ * Whether serde_json (without its `float_roundtrip` feature, as the reference builds it) rejects a number token as
+ * "number out of range". It keeps at most the digits that fit in a u64 significand, then computes
+ * `significand as f64 * 10^exponent` in doubles and fails if that overflows — so a few tokens just below the largest
+ * double (1.7976931348623158e308) fail there although they round to a finite value. Same steps, same doubles here.
+ */
+export function serdeFloatOverflows(token: string): boolean {
+  let i = token.charCodeAt(0) === 0x2d ? 1 : 0;
+  let significand = 0n;
+  let exponent = 0;
+  let truncated = false;
+  for (; isDigit(token.charCodeAt(i)); i++) {
+    const next = significand * 10n + BigInt(token.charCodeAt(i) - 0x30);
+    if (truncated || next > U64_MAX) {
+      truncated = true; // digits past a full u64 only scale the value
+      exponent++;
+    } else {
+      significand = next;
+    }
+  }
+  if (token.charCodeAt(i) === 0x2e) {
+    for (i++; isDigit(token.charCodeAt(i)); i++) {
+      const next = significand * 10n + BigInt(token.charCodeAt(i) - 0x30);
+      if (truncated || next > U64_MAX) {
+        truncated = true; // further fraction digits are ignored
+      } else {
+        significand = next;
+        exponent--;
+      }
+    }
+  }
+  const e = token.charCodeAt(i);
+  if (e === 0x65 || e === 0x45) {
+    i++;
+    const sign = token.charCodeAt(i);
+    const positiveExp = sign !== 0x2d;
+    if (sign === 0x2b || sign === 0x2d) i++;
+    let exp = 0;
+    for (; isDigit(token.charCodeAt(i)); i++) {
+      const digit = token.charCodeAt(i) - 0x30;
+      if (exp > Math.floor(I32_MAX / 10) || (exp === Math.floor(I32_MAX / 10) && digit > I32_MAX % 10)) {
+        return significand !== 0n && positiveExp;
+      }
+      exp = exp * 10 + digit;
+    }
+    exponent = positiveExp ? Math.min(exponent + exp, I32_MAX) : Math.max(exponent - exp, -I32_MAX - 1);
+  }
+  let f = Number(significand);
+  for (;;) {
+    const magnitude = Math.abs(exponent);
+    if (magnitude <= 308) {
+      if (exponent >= 0) f *= Number(`1e${magnitude}`);
+      return !Number.isFinite(f);
+    }
+    if (f === 0) return false;
+    if (exponent >= 0) return true;
+    f /= 1e308;
+    exponent += 308;
+  }
+}
+
 function isDigit(c: number): boolean {
   return c >= 0x30 && c <= 0x39;
 }
 
-/** Describe the JSON value that starts at the cursor, for "invalid type" messages. */
+/** Describe the JSON value that starts at the cursor, for "invalid type" messages (nothing is consumed). */
 export function describeValueAt(cursor: JsonCursor): string {
   const c = cursor.peek();
   if (c === 0x7b) return "map";
@@ -312,4 +375,15 @@ export function describeValueAt(cursor: JsonCursor): string {
   if (c === 0x6e) return "null";
   if (c === 0x2d || isDigit(c)) return "number";
   return "value";
+}
+
+/**
+ * A value of the wrong type where serde_json reads one in stream: like serde_json, a scalar is read first (so its own
+ * syntax errors come first), an array or object is not; anything else is "expected value". Returns its description.
+ */
+export function consumeUnexpected(cursor: JsonCursor): string {
+  const kind = describeValueAt(cursor);
+  if (kind === "value") cursor.fail(Number.isNaN(cursor.peek()) ? "EOF while parsing a value" : "expected value");
+  if (kind !== "map" && kind !== "sequence") cursor.skipValue();
+  return kind;
 }

@@ -15,18 +15,29 @@ export interface AtomicWriteOptions {
   mode?: number;
 }
 
-/** The real path a write should replace: a symlink's target is updated in place, the link kept. */
+/**
+ * The path a write should replace: symlinks are followed (also dangling ones), so a link keeps pointing at the new
+ * content instead of being replaced by a regular file.
+ */
 function resolveTarget(target: string): { file: string; existingMode: number | null } {
   let file = path.resolve(target);
-  try {
-    file = fs.realpathSync(file);
-    const stat = fs.statSync(file);
-    if (!stat.isFile()) throw new SafetensorError("IoError", `${target} exists and is not a regular file`);
+  for (let hops = 0; hops < 40; hops++) {
+    let stat: fs.Stats;
+    try {
+      stat = fs.lstatSync(file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { file, existingMode: null };
+      throw ioError(error, `cannot write ${target}`);
+    }
+    if (stat.isSymbolicLink()) {
+      file = path.resolve(path.dirname(file), fs.readlinkSync(file));
+      continue;
+    }
+    if (!stat.isFile())
+      throw new SafetensorError("IoError", `cannot write ${target}: it exists and is not a regular file`);
     return { file, existingMode: stat.mode & 0o7777 };
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { file, existingMode: null };
-    throw ioError(error, `cannot write ${target}`);
   }
+  throw new SafetensorError("IoError", `cannot write ${target}: too many levels of symbolic links`);
 }
 
 /**
