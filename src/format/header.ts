@@ -340,7 +340,7 @@ function readU64List(cursor: JsonCursor, bad: (what: string) => void): U64[] | n
       ok = false;
       return;
     }
-    list.push(toU64(token.value));
+    list.push(typeof token.value === "number" ? token.value : toU64(token.value));
   });
   return ok ? list : null;
 }
@@ -362,32 +362,7 @@ function validate(entries: Entry[], overflowCheck: "reference" | "exact"): Map<s
       );
     }
     start = end;
-    const bits = BigInt(dtypeInfo(dtype)!.bits);
-    const elements = elementCountChecked(shape, overflowCheck);
-    if (elements === null || elements * bits > U64_MAX) {
-      throw new SafetensorError(
-        "ValidationOverflow",
-        `tensor ${quoteName(name)}: shape [${shape.join(", ")}] × ${dtype} overflows 64-bit size arithmetic`,
-        { tensor: name },
-      );
-    }
-    const totalBits = elements * bits;
-    if (totalBits % 8n !== 0n) {
-      throw new SafetensorError(
-        "MisalignedSlice",
-        `tensor ${quoteName(name)}: ${elements} elements of ${dtype} (${bits} bits each) do not fill whole bytes`,
-        { tensor: name },
-      );
-    }
-    const expectedBytes = totalBits / 8n;
-    const span = BigInt(end) - BigInt(begin);
-    if (span !== expectedBytes) {
-      throw new SafetensorError(
-        "TensorInvalidInfo",
-        `tensor ${quoteName(name)}: ${dtype} [${shape.join(", ")}] needs ${expectedBytes} bytes but data_offsets span ${span}`,
-        { tensor: name },
-      );
-    }
+    checkSize(entry, overflowCheck);
     // Valid offsets are bounded by the file size checked in step 7, but a header can claim more than any file
     // holds; such numbers are caught there (they cannot equal a real file length) — keep them exact until then.
     const beginNumber = Number(begin);
@@ -409,6 +384,50 @@ function validate(entries: Entry[], overflowCheck: "reference" | "exact"): Map<s
     );
   }
   return tensors;
+}
+
+/** Steps 6b–6d for one entry: element count overflow, whole bytes, byte span. Numbers while exact, else BigInt. */
+function checkSize({ name, dtype, shape, begin, end }: Entry, overflowMode: "reference" | "exact"): void {
+  const bits = dtypeInfo(dtype)!.bits;
+  let elements = 1;
+  for (const dim of shape) {
+    elements = typeof dim === "number" ? elements * dim : Number.POSITIVE_INFINITY;
+    if (elements > Number.MAX_SAFE_INTEGER) break;
+  }
+  const totalBits = elements * bits;
+  if (totalBits <= Number.MAX_SAFE_INTEGER && typeof begin === "number" && typeof end === "number") {
+    if (totalBits % 8 !== 0) misaligned(name, dtype, elements, bits);
+    if (end - begin !== totalBits / 8) invalidInfo(name, dtype, shape, totalBits / 8, end - begin);
+    return;
+  }
+  const exact = elementCountChecked(shape, overflowMode);
+  if (exact === null || exact * BigInt(bits) > U64_MAX) {
+    throw new SafetensorError(
+      "ValidationOverflow",
+      `tensor ${quoteName(name)}: shape [${shape.join(", ")}] × ${dtype} overflows 64-bit size arithmetic`,
+      { tensor: name },
+    );
+  }
+  const exactBits = exact * BigInt(bits);
+  if (exactBits % 8n !== 0n) misaligned(name, dtype, exact, bits);
+  const span = BigInt(end) - BigInt(begin);
+  if (span !== exactBits / 8n) invalidInfo(name, dtype, shape, exactBits / 8n, span);
+}
+
+function misaligned(name: string, dtype: Dtype, elements: number | bigint, bits: number): never {
+  throw new SafetensorError(
+    "MisalignedSlice",
+    `tensor ${quoteName(name)}: ${elements} elements of ${dtype} (${bits} bits each) do not fill whole bytes`,
+    { tensor: name },
+  );
+}
+
+function invalidInfo(name: string, dtype: Dtype, shape: U64[], needed: U64, span: U64): never {
+  throw new SafetensorError(
+    "TensorInvalidInfo",
+    `tensor ${quoteName(name)}: ${dtype} [${shape.join(", ")}] needs ${needed} bytes but data_offsets span ${span}`,
+    { tensor: name },
+  );
 }
 
 function cmp(a: U64, b: U64): number {

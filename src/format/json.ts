@@ -11,8 +11,8 @@ import { SafetensorError } from "./errors.js";
 /** serde_json refuses to enter a 128th level of nesting. */
 export const MAX_JSON_DEPTH = 127;
 
-/** A JSON integer token; `value` is exact (BigInt beyond 2^53). */
-export type JsonInteger = { readonly kind: "integer"; readonly value: bigint; readonly negative: boolean };
+/** A JSON integer token; `value` is exact: a number up to 15 digits, a bigint beyond. */
+export type JsonInteger = { readonly kind: "integer"; readonly value: number | bigint; readonly negative: boolean };
 
 export class JsonCursor {
   pos = 0;
@@ -242,10 +242,9 @@ export class JsonCursor {
     // serde_json reads "-0" as the float -0.0.
     if (!isFloat && !(negative && intEnd - start === 2 && first === 0x30)) {
       const digits = intEnd - start - (negative ? 1 : 0);
-      const value = digits <= 15 ? BigInt(Number(token)) : BigInt(token);
-      if (negative ? value >= -(2n ** 63n) : value < 2n ** 64n) {
-        return { kind: "integer", value, negative };
-      }
+      if (digits <= 15) return { kind: "integer", value: Number(token), negative };
+      const value = BigInt(token);
+      if (negative ? value >= I64_MIN : value <= U64_MAX) return { kind: "integer", value, negative };
     }
     if (serdeFloatOverflows(token)) this.fail("number out of range", pos);
     return { kind: "float", value: Number(token) };
@@ -298,6 +297,7 @@ export class JsonCursor {
 }
 
 const U64_MAX = 2n ** 64n - 1n;
+const I64_MIN = -(2n ** 63n);
 const I32_MAX = 2 ** 31 - 1;
 
 /**
