@@ -24,6 +24,7 @@ import {
   REPO_DIR,
   RESULT_PREFIX,
   SLICE_REPEAT,
+  SLICE_REPEAT_WARMUP,
   type WorkerResult,
 } from "./spec.js";
 
@@ -254,15 +255,21 @@ function textTable(rows: string[][], leftColumns = 2): string {
   return [line(rows[0]!), widths.map((w) => "-".repeat(w)).join("  "), ...rows.slice(1).map(line)].join("\n");
 }
 
-/** `leftColumns`: how many leading columns are text (left-aligned); the rest are numbers. */
+/**
+ * A markdown table padded the way Biome formats markdown (so RESULTS.md passes `biome check`). `leftColumns`: how many
+ * leading columns are text (left-aligned); the rest are numbers (right-aligned).
+ */
 function markdownTable(rows: string[][], leftColumns = 2): string {
-  const esc = (s: string) => s.replaceAll("|", "\\|");
-  const head = rows[0]!;
-  return [
-    `| ${head.map(esc).join(" | ")} |`,
-    `| ${head.map((_, c) => (c < leftColumns ? "---" : "---:")).join(" | ")} |`,
-    ...rows.slice(1).map((r) => `| ${r.map(esc).join(" | ")} |`),
-  ].join("\n");
+  const cells = rows.map((r) => r.map((cell) => cell.replaceAll("|", "\\|")));
+  const width = (text: string) => [...text].length;
+  const widths = cells[0]!.map((_, c) => Math.max(3, ...cells.map((r) => width(r[c]!))));
+  const pad = (text: string, c: number) => {
+    const fill = " ".repeat(widths[c]! - width(text));
+    return c < leftColumns ? text + fill : fill + text;
+  };
+  const line = (r: string[]) => `| ${r.map(pad).join(" | ")} |`;
+  const rule = widths.map((w, c) => (c < leftColumns ? "-".repeat(w) : `${"-".repeat(w - 1)}:`));
+  return [line(cells[0]!), `| ${rule.join(" | ")} |`, ...cells.slice(1).map(line)].join("\n");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -709,6 +716,36 @@ function notes(results: FigureResult[], reference: Reference, files: Files): str
   return out;
 }
 
+const METHOD_ROWS: string[][] = [
+  ["figure", "ours (timed)", "reference (timed)"],
+  [
+    "`open`",
+    "`openFile(path, {backend})`: header read + validation",
+    '`safetensors.torch.load_file(path)` (extra line: `safe_open(path, "pt")`)',
+  ],
+  [
+    "`tensor_view_32mib`",
+    '`getTensor("model.layers.0.self_attn.q_proj.weight")` on an open file, default memory (a view on mmap; pread always copies)',
+    "`f.get_tensor(name)` on an open `safe_open`",
+  ],
+  ["`tensor_owned_32mib`", '`getTensor(name, {memory: "owned"})` + touch', "`f.get_tensor(name).clone()` + touch"],
+  [
+    "`slice_8_rows`",
+    `\`getSlice("model.embed_tokens.weight").get("0:8")\` (64 KiB), first call of the process; extra line: median of ${SLICE_REPEAT} calls after ${SLICE_REPEAT_WARMUP} warm-up calls, same process`,
+    "`f.get_slice(name)[0:8]`, same two measurements",
+  ],
+  [
+    "`touch_all`",
+    "`openFile` + for every tensor (file order) `getTensor(name)` (view where possible) + read its first and last element",
+    "`safe_open` + `get_tensor` (file order) + `flat[0].item()`, `flat[-1].item()`",
+  ],
+  [
+    "`load_all`",
+    "`loadFile(path, {backend})` + touch every tensor",
+    "`torch.load(pt, mmap=False, weights_only=True)` + touch (extra line: `safetensors.torch.load_file` + touch)",
+  ],
+];
+
 const METHOD = `- Every run is a fresh process (\`node --expose-gc --import tsx bench/worker.ts <figure> <backend> <path>\` for ours,
   \`<ref python> bench/ref_worker.py <figure> <variant> <path> <pt>\` for the reference). Imports happen before
   anything is measured. Inside the process: wall time of just the operation (\`performance.now()\` /
@@ -723,14 +760,7 @@ const METHOD = `- Every run is a fresh process (\`node --expose-gc --import tsx 
 - The checkpoint is synthetic Llama-style fp16 (hidden 4096, intermediate 11008, vocab 32000, 5 layers, 48 tensors,
   2.37 GiB), written by our \`saveFile\`; the \`.pt\` twin is \`torch.save\` of the same tensors by the reference.
 
-| figure | ours (timed) | reference (timed) |
-| --- | --- | --- |
-| \`open\` | \`openFile(path, {backend})\`: header read + validation | \`safetensors.torch.load_file(path)\` (extra line: \`safe_open(path, "pt")\`) |
-| \`tensor_view_32mib\` | \`getTensor("model.layers.0.self_attn.q_proj.weight")\` on an open file, default memory (a view on mmap; pread always copies) | \`f.get_tensor(name)\` on an open \`safe_open\` |
-| \`tensor_owned_32mib\` | \`getTensor(name, {memory: "owned"})\` + touch | \`f.get_tensor(name).clone()\` + touch |
-| \`slice_8_rows\` | \`getSlice("model.embed_tokens.weight").get("0:8")\` (64 KiB), first call of the process; extra line: median of ${SLICE_REPEAT} calls after 100 warm-up calls, same process | \`f.get_slice(name)[0:8]\`, same two measurements |
-| \`touch_all\` | \`openFile\` + for every tensor (file order) \`getTensor(name)\` (view where possible) + read its first and last element | \`safe_open\` + \`get_tensor\` (file order) + \`flat[0].item()\`, \`flat[-1].item()\` |
-| \`load_all\` | \`loadFile(path, {backend})\` + touch every tensor | \`torch.load(pt, mmap=False, weights_only=True)\` + touch (extra line: \`safetensors.torch.load_file\` + touch) |
+${markdownTable(METHOD_ROWS, 3)}
 
 The ratio column is reference median / ours median (above 1: ours is faster). The reference has no backend
 choice in these calls (it maps the file), so the same reference figure appears on both backend rows.`;
