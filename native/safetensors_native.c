@@ -317,6 +317,10 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
       throw_errno(env, err, "mmap");
       return NULL;
     }
+    /* Copy-on-write: a write through a view changes a private copy of that page, never the file, and never
+     * crashes the process. Made writable only after mapping: MAP_POPULATE on a writable private mapping would
+     * break copy-on-write for every page, i.e. copy the whole file. If mprotect fails the mapping stays read-only. */
+    (void)mprotect(addr, (size_t)length, PROT_READ | PROT_WRITE);
     m->addr = addr;
     m->map_length = (size_t)length;
     atomic_fetch_add(&g_mapped, 1);

@@ -14,6 +14,9 @@ import { Tensor } from "./tensor.js";
 
 export * from "./index.js";
 
+// Load the optional native addon with the module (like a Python extension at import), not inside the first open.
+loadNative();
+
 export type Backend = "auto" | "mmap" | "pread";
 
 export interface OpenFileOptions extends HeaderOptions {
@@ -62,11 +65,13 @@ export interface LoadFileOptions extends OpenFileOptions {
  */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
   const backend = options.backend === undefined || options.backend === "auto" ? defaultBackend() : options.backend;
-  const file = SafetensorsFile.open(openSource(path, backend, true), options);
+  const source = openSource(path, backend, true);
+  const file = SafetensorsFile.open(source, options);
   const tensors = new Map<string, Tensor>();
-  if (file.backend === "mmap") {
-    // Not closed: each view keeps the mapping alive until it is garbage collected.
+  if (source instanceof MmapSource) {
+    // The mapping is not closed: the views keep it alive until they are garbage collected.
     for (const name of file.offsetKeys()) tensors.set(name, file.getTensor(name));
+    source.releaseDescriptor();
     return tensors;
   }
   const maxBuffer = Math.min(options.maxBufferBytes ?? MAX_BUFFER_BYTES, MAX_BUFFER_BYTES);

@@ -80,6 +80,16 @@ for (const backend of backends) {
       file.close(); // idempotent
     });
 
+    test("writing through a view never reaches the file", () => {
+      const file = sample();
+      const before = fs.readFileSync(file);
+      using opened = openFile(file, { backend });
+      const view = opened.getTensor("b").typed() as Float32Array;
+      view[0] = 42;
+      assert.equal(view[0], 42);
+      assert.deepEqual(fs.readFileSync(file), before);
+    });
+
     test("slices", () => {
       using file = openFile(sample(), { backend });
       const slice = file.getSlice("b");

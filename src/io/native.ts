@@ -5,7 +5,7 @@
  * returns null and the classes throw `SafetensorError("BackendUnavailable")`.
  *
  * Lifetime rules
- * - A `Mapping` is the mmap of one file (`MAP_PRIVATE`, `PROT_READ`). The file descriptor may be closed right
+ * - A `Mapping` is the mmap of one file (`MAP_PRIVATE`, copy-on-write). The file descriptor may be closed right
  *   after `Mapping.open`: the mapping does not need it.
  * - `window(offset, length)` returns an ArrayBuffer that *is* the mapped bytes (no copy), at most 2^32 bytes.
  *   Each window keeps the mapping alive: if the `Mapping` object is dropped, the memory is unmapped only after
@@ -164,7 +164,7 @@ export interface MappingOptions {
   populate?: boolean;
 }
 
-/** A read-only memory mapping of one file. */
+/** A private (copy-on-write) memory mapping of one file: writes through views never reach the file. */
 export class Mapping {
   readonly #addon: NativeAddon;
   readonly #handle: NativeHandle;
@@ -215,8 +215,9 @@ export class Mapping {
   }
 
   /**
-   * The bytes [offset, offset + length) of the file as an ArrayBuffer over the mapping (no copy; read-only memory:
-   * writing through a view raises SIGSEGV, so only read). At most 2^32 bytes (`TooLarge`); offsets may exceed 4 GiB.
+   * The bytes [offset, offset + length) of the file as an ArrayBuffer over the mapping (no copy). Writes through it
+   * change a private copy of the touched pages, never the file. At most 2^32 bytes (`TooLarge`); offsets may exceed
+   * 4 GiB.
    */
   window(offset: number, length: number): ArrayBuffer {
     this.#checkOpen();

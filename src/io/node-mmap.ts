@@ -1,10 +1,12 @@
 /**
- * A byte source over a read-only memory map of a file (native addon). Reads are zero-copy views valid until
- * `close()`, which detaches them (their length becomes 0) rather than leaving them pointing at unmapped memory.
+ * A byte source over a private (copy-on-write) memory map of a file (native addon). Reads are zero-copy views valid
+ * until `close()`, which detaches them (their length becomes 0) rather than leaving them pointing at unmapped memory.
+ * Writing through a view changes a private copy of the page, never the file.
  */
+import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { allocHuge, loadNative, MAX_WINDOW_LENGTH, Mapping } from "./native.js";
-import { type Allocator, defaultAllocator, ioError } from "./node-file.js";
+import { type Allocator, defaultAllocator, ioError, MAX_BUFFER_BYTES, preadInto } from "./node-file.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
 /** Owned buffers at least this large come from hugepage-backed memory when the addon is there. */
@@ -26,19 +28,44 @@ export interface MmapOptions {
   populate?: boolean;
 }
 
+/**
+ * Views are subarrays of a few large windows rather than one window per read: every external ArrayBuffer counts
+ * towards V8's external memory, and creating one per tensor made V8 run a full GC every 64 MB of tensors. Windows
+ * are CHUNK_SPAN long and start every CHUNK_STRIDE bytes, so any read of at most CHUNK_SPAN - CHUNK_STRIDE bytes fits
+ * in one of them; longer reads get a window of their own.
+ */
+const CHUNK_SPAN = MAX_WINDOW_LENGTH;
+const CHUNK_STRIDE = MAX_WINDOW_LENGTH / 2;
+
 export class MmapSource implements SyncByteSource {
   readonly kind = "mmap";
   readonly zeroCopy = true;
   readonly byteLength: number;
+  private readonly chunks = new Map<number, Uint8Array>();
+  private fd: number | null;
 
-  constructor(private readonly mapping: Mapping) {
+  /** Takes ownership of `fd` (kept open for owned copies, which are read with pread rather than page faults). */
+  private constructor(
+    private readonly mapping: Mapping,
+    fd: number,
+  ) {
     this.byteLength = mapping.byteLength;
+    this.fd = fd;
   }
 
   static open(path: string, options: MmapOptions = {}): MmapSource {
+    let fd: number;
     try {
-      return new MmapSource(Mapping.openFile(path, { populate: options.populate ?? false }));
+      fd = fs.openSync(path, "r");
     } catch (error) {
+      throw ioError(error, `cannot open ${path}`);
+    }
+    try {
+      const stat = fs.fstatSync(fd);
+      if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
+      return new MmapSource(Mapping.open(fd, stat.size, { populate: options.populate ?? false }), fd);
+    } catch (error) {
+      fs.closeSync(fd);
       throw ioError(error, `cannot map ${path}`);
     }
   }
@@ -51,13 +78,30 @@ export class MmapSource implements SyncByteSource {
         `a view of ${length} bytes exceeds this runtime's largest ArrayBuffer view (${MAX_WINDOW_LENGTH} bytes); read it in slices`,
       );
     }
-    return this.mapping.bytes(offset, length);
+    if (length > CHUNK_SPAN - CHUNK_STRIDE) return this.mapping.bytes(offset, length);
+    const index = Math.floor(offset / CHUNK_STRIDE);
+    const start = index * CHUNK_STRIDE;
+    let chunk = this.chunks.get(index);
+    if (!chunk) {
+      chunk = this.mapping.bytes(start, Math.min(CHUNK_SPAN, this.byteLength - start));
+      this.chunks.set(index, chunk);
+    }
+    return chunk.subarray(offset - start, offset - start + length);
   }
 
+  /** Owned copies come from pread into fresh (hugepage-backed) memory: the kernel copies from the page cache. */
   readOwned(offset: number, length: number): Uint8Array {
-    const view = this.read(offset, length);
+    checkRange(this, offset, length);
+    if (length > MAX_BUFFER_BYTES) {
+      throw new SafetensorError("TooLarge", `a read of ${length} bytes exceeds this runtime's largest buffer`);
+    }
+    if (this.fd === null) throw new SafetensorError("Closed", "file is closed");
     const owned = ownedAllocator(length);
-    owned.set(view);
+    try {
+      preadInto(this.fd, owned, offset);
+    } catch (error) {
+      throw ioError(error, "read failed");
+    }
     return owned;
   }
 
@@ -66,7 +110,19 @@ export class MmapSource implements SyncByteSource {
     this.mapping.advise(...args);
   }
 
+  /**
+   * Close the file descriptor but keep the mapping: views already handed out stay valid and are unmapped when the
+   * last of them is garbage collected. Owned reads are no longer possible.
+   */
+  releaseDescriptor(): void {
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+  }
+
   close(): void {
+    this.chunks.clear();
     this.mapping.close();
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
   }
 }
