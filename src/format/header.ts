@@ -17,7 +17,7 @@
  */
 import { type Dtype, dtypeInfo } from "./dtypes.js";
 import { quoteName, SafetensorError } from "./errors.js";
-import { consumeUnexpected, describeValueAt, JsonCursor } from "./json.js";
+import { consumeUnexpected, describeValueAt, JsonCursor, MAX_JSON_DEPTH } from "./json.js";
 
 export const DEFAULT_MAX_HEADER_BYTES = 100_000_000;
 const U64_MAX = 2n ** 64n - 1n;
@@ -102,7 +102,7 @@ export function parseHeader(headerBytes: Uint8Array, fileLength: number, options
   } catch (cause) {
     throw new SafetensorError("InvalidHeaderUtf8", "header is not valid UTF-8", { cause });
   }
-  const { metadata, entries } = readHeaderJson(text);
+  const { metadata, entries } = readHeaderJsonFast(text) ?? readHeaderJson(text);
   const headerLength = headerBytes.length;
   const tensors = validate(entries, options.overflowCheck ?? "reference");
   let dataLength = 0;
@@ -120,7 +120,7 @@ export function parseHeader(headerBytes: Uint8Array, fileLength: number, options
 /** u64 values are kept as numbers when exact, else as bigint; `<`/`>` compare the two kinds correctly. */
 type U64 = number | bigint;
 
-interface Entry {
+export interface Entry {
   name: string;
   dtype: Dtype;
   shape: U64[];
@@ -132,8 +132,103 @@ function toU64(value: bigint): U64 {
   return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
 }
 
-/** Step 5: syntax, structure, dtypes, duplicates. */
-function readHeaderJson(text: string): { metadata: Map<string, string> | null; entries: Entry[] } {
+/** Step 5 as parsed by the strict reader below. */
+export type HeaderJson = { metadata: Map<string, string> | null; entries: Entry[] };
+
+const STRING_TOKEN = /"(?:[^"\\]|\\.)*"/g;
+/** Any escaped surrogate: JSON.parse accepts lone ones, serde_json does not. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+/** Numbers JSON.parse reads differently from serde_json: negative, fractional, exponent, or beyond 2^53. */
+const RISKY_NUMBER = /[-.]|\d[eE]|\d{16}/;
+/** Keys that JavaScript objects enumerate before the others, which would change the order of ties. */
+const INDEX_LIKE_KEY = /^(?:0|[1-9]\d*)$/;
+
+/**
+ * Step 5, fast path: the native `JSON.parse` plus the checks it cannot make (duplicate keys are found by comparing
+ * the number of `:` outside strings with the number of keys parsed; numbers and escapes it reads differently from
+ * serde_json send the text to the strict reader). Returns null whenever the strict reader must decide — for every
+ * invalid header, and for rare valid ones — so results are always the strict reader's. Exported for tests.
+ */
+export function readHeaderJsonFast(text: string): HeaderJson | null {
+  if (SURROGATE_ESCAPE.test(text)) return null;
+  const skeleton = text.replace(STRING_TOKEN, '""');
+  if (RISKY_NUMBER.test(skeleton)) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!isPlainObject(parsed)) return null;
+  let keys = 0;
+  let metadata: Map<string, string> | null = null;
+  const entries: Entry[] = [];
+  for (const name of Object.keys(parsed)) {
+    keys++;
+    if (INDEX_LIKE_KEY.test(name)) return null;
+    const value = parsed[name];
+    if (name === "__metadata__") {
+      if (value === null) continue;
+      if (!isPlainObject(value)) return null;
+      metadata = new Map();
+      for (const key of Object.keys(value)) {
+        keys++;
+        const item = value[key];
+        if (INDEX_LIKE_KEY.test(key) || typeof item !== "string") return null;
+        metadata.set(key, item);
+      }
+      continue;
+    }
+    if (!isPlainObject(value)) return null;
+    let dtype: Dtype | undefined;
+    let shape: number[] | undefined;
+    let offsets: number[] | undefined;
+    for (const field of Object.keys(value)) {
+      keys++;
+      const item = value[field];
+      if (field === "dtype") {
+        if (typeof item !== "string" || !dtypeInfo(item)) return null;
+        dtype = item as Dtype;
+      } else if (field === "shape" || field === "data_offsets") {
+        if (!Array.isArray(item) || !item.every((n) => Number.isSafeInteger(n) && n >= 0)) return null;
+        if (field === "shape") shape = item;
+        else if (item.length === 2) offsets = item;
+        else return null;
+      } else {
+        const nested = countKeys(item, 3);
+        if (nested < 0) return null;
+        keys += nested;
+      }
+    }
+    if (dtype === undefined || shape === undefined || offsets === undefined) return null;
+    entries.push({ name, dtype, shape, begin: offsets[0]!, end: offsets[1]! });
+  }
+  let colons = 0;
+  for (let i = skeleton.indexOf(":"); i !== -1; i = skeleton.indexOf(":", i + 1)) colons++;
+  return keys === colons ? { metadata, entries } : null;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Keys in all objects within `value` (found at nesting `level`), or -1 past serde_json's depth limit. */
+function countKeys(value: unknown, level: number): number {
+  if (typeof value !== "object" || value === null) return 0;
+  if (level > MAX_JSON_DEPTH) return -1;
+  let keys = 0;
+  const children = Array.isArray(value) ? value : Object.values(value);
+  if (!Array.isArray(value)) keys += children.length;
+  for (const child of children) {
+    const nested = countKeys(child, level + 1);
+    if (nested < 0) return -1;
+    keys += nested;
+  }
+  return keys;
+}
+
+/** Step 5: syntax, structure, dtypes, duplicates. Exported for tests. */
+export function readHeaderJson(text: string): { metadata: Map<string, string> | null; entries: Entry[] } {
   const cursor = new JsonCursor(text);
   const entries: Entry[] = [];
   let metadata: Map<string, string> | null = null;

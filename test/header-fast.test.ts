@@ -1,0 +1,114 @@
+/**
+ * The header reader's JSON.parse fast path must never decide anything the strict reader would decide differently:
+ * whenever it returns a result, that result equals the strict reader's; for anything the strict reader rejects, it
+ * returns null.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { test } from "node:test";
+import fc from "fast-check";
+import { readHeaderJson, readHeaderJsonFast } from "../src/format/header.js";
+import { corpusAvailable, corpusDir, expectedFiles } from "./helpers/corpus.js";
+
+function strict(text: string) {
+  try {
+    return readHeaderJson(text);
+  } catch {
+    return null;
+  }
+}
+
+function agree(text: string): void {
+  const fast = readHeaderJsonFast(text);
+  if (fast === null) return;
+  assert.deepStrictEqual(fast, strict(text), text);
+}
+
+test("fast path agrees on real headers, and takes them", { skip: !corpusAvailable }, () => {
+  let taken = 0;
+  for (const { file } of expectedFiles()) {
+    const bytes = fs.readFileSync(path.join(corpusDir, file));
+    if (bytes.length < 8) continue;
+    const n = Number(bytes.readBigUInt64LE(0));
+    if (8 + n > bytes.length) continue;
+    const text = bytes.subarray(8, 8 + n).toString("utf8");
+    agree(text);
+    if (readHeaderJsonFast(text) !== null) taken++;
+  }
+  assert.ok(taken >= 25, `fast path taken for only ${taken} corpus headers`);
+});
+
+test("fast path returns null for what it cannot judge", () => {
+  const entry = '{"dtype":"F32","shape":[1],"data_offsets":[0,4]}';
+  for (const text of [
+    `{"a":${entry},"a":${entry}}`,
+    `{"__metadata__":{"k":"1","k":"2"}}`,
+    `{"__metadata__":null,"__metadata__":null}`,
+    `{"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}}`,
+    `{"a":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}}`,
+    `{"a":{"dtype":"F32","shape":[-0],"data_offsets":[0,0]}}`,
+    `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1.7976931348623158e308}}`,
+    `{"a":{"dtype":"F32","shape":[18446744073709551615,0],"data_offsets":[0,0]}}`,
+    `{"\\ud800":${entry}}`,
+    `{"a":["F32",[1],[0,4]]}`,
+    `{"a":{"dtype":{"F32":null},"shape":[1],"data_offsets":[0,4]}}`,
+    `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":${"[".repeat(126)}${"]".repeat(126)}}}`,
+    `{"1":${entry},"a":${entry}}`,
+    `[]`,
+    `{"a":${entry}} x`,
+  ]) {
+    assert.equal(readHeaderJsonFast(text), null, text);
+  }
+  // …and takes the ordinary ones.
+  assert.notEqual(readHeaderJsonFast(`{"__metadata__":{"format":"pt"},"a":${entry}, "b" : ${entry} }`), null);
+  assert.notEqual(readHeaderJsonFast(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":[[{"y":[]}]]}}`), null);
+});
+
+const name = fc.oneof(fc.string(), fc.constantFrom("__proto__", "constructor", "__metadata__", "7", "a", ""));
+const number = fc.oneof(
+  fc.nat(1000).map(String),
+  fc.constantFrom("-1", "-0", "1.5", "1e3", "18446744073709551616", "9007199254740993", "00", "1E400"),
+);
+const value: fc.Arbitrary<string> = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: "small" },
+    number,
+    fc.constantFrom("true", "false", "null", '"s"', '"\\ud83d\\ude00"'),
+    fc.array(tie("value"), { maxLength: 3 }).map((items) => `[${items.join(",")}]`),
+    fc
+      .array(fc.tuple(name, tie("value")), { maxLength: 3 })
+      .map((members) => `{${members.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(",")}}`),
+  ),
+})).value;
+const field = fc.oneof(
+  fc.tuple(fc.constant("dtype"), fc.constantFrom('"F32"', '"U8"', '"BF16"', '"f32"', "1", '{"F32":null}')),
+  fc.tuple(
+    fc.constant("shape"),
+    fc.array(number, { maxLength: 3 }).map((d) => `[${d.join(",")}]`),
+  ),
+  fc.tuple(
+    fc.constant("data_offsets"),
+    fc.array(number, { maxLength: 3 }).map((d) => `[${d.join(",")}]`),
+  ),
+  fc.tuple(name, value),
+);
+const header = fc
+  .array(
+    fc.tuple(
+      name,
+      fc.oneof(
+        fc.array(field, { maxLength: 5 }).map((fs) => `{${fs.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(",")}}`),
+        value,
+      ),
+    ),
+    { maxLength: 5 },
+  )
+  .map((members) => `{${members.map(([k, v]) => `${JSON.stringify(k)} : ${v}`).join(",")}}`);
+
+test("fast path agrees with the strict reader on random headers", () => {
+  fc.assert(
+    fc.property(header, (text) => agree(text)),
+    { seed: 20261130, numRuns: 3000 },
+  );
+});
