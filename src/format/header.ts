@@ -64,9 +64,11 @@ export function readHeaderLength(prefix: Uint8Array, fileLength: number, options
   if (fileLength < 8 || prefix.length < 8) {
     throw new SafetensorError("HeaderTooSmall", `file is ${fileLength} bytes, shorter than the 8-byte header size`);
   }
-  const view = new DataView(prefix.buffer, prefix.byteOffset, 8);
-  const n = view.getBigUint64(0, true);
-  if (Number(n) > maxHeaderBytes) {
+  // u64 little-endian, read as two 32-bit halves; a non-zero high half is always too large (limits are < 2^53).
+  const low = (prefix[0]! | (prefix[1]! << 8) | (prefix[2]! << 16)) + prefix[3]! * 2 ** 24;
+  const high = (prefix[4]! | (prefix[5]! << 8) | (prefix[6]! << 16)) + prefix[7]! * 2 ** 24;
+  const n = high === 0 ? low : BigInt(high) * 2n ** 32n + BigInt(low);
+  if (n > maxHeaderBytes) {
     throw new SafetensorError("HeaderTooLarge", `header size ${n} exceeds the limit of ${maxHeaderBytes} bytes`);
   }
   const headerLength = Number(n);
@@ -203,8 +205,7 @@ export function readHeaderJsonFast(text: string): HeaderJson | null {
     if (dtype === undefined || shape === undefined || offsets === undefined) return null;
     entries.push({ name, dtype, shape, begin: offsets[0]!, end: offsets[1]! });
   }
-  let colons = 0;
-  for (let i = skeleton.indexOf(":"); i !== -1; i = skeleton.indexOf(":", i + 1)) colons++;
+  const colons = skeleton.split(":").length - 1;
   return keys === colons ? { metadata, entries } : null;
 }
 

@@ -2,6 +2,10 @@
  * A byte source over a private (copy-on-write) memory map of a file (native addon). Reads are zero-copy views valid
  * until `close()`, which detaches them (their length becomes 0) rather than leaving them pointing at unmapped memory.
  * Writing through a view changes a private copy of the page, never the file.
+ *
+ * Each view is its own window (external ArrayBuffer). V8 counts their bytes as external memory and starts a GC each
+ * time that grows by 64 MB; one window over the whole file would instead force one synchronous full GC (~10 ms) at
+ * the first read, which costs more than it saves unless most of a file is touched.
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
@@ -29,19 +33,15 @@ export interface MmapOptions {
 }
 
 /**
- * Views are subarrays of a few large windows rather than one window per read: every external ArrayBuffer counts
- * towards V8's external memory, and creating one per tensor made V8 run a full GC every 64 MB of tensors. Windows
- * are CHUNK_SPAN long and start every CHUNK_STRIDE bytes, so any read of at most CHUNK_SPAN - CHUNK_STRIDE bytes fits
- * in one of them; longer reads get a window of their own.
+ * Reads up to this size are served by pread into fresh memory instead of a view: the header and small tensors cost
+ * less as a copy than as an external ArrayBuffer (which V8 tracks, and counts towards its external-memory GC trigger).
  */
-const CHUNK_SPAN = MAX_WINDOW_LENGTH;
-const CHUNK_STRIDE = MAX_WINDOW_LENGTH / 2;
+const SMALL_READ = 64 * 1024;
 
 export class MmapSource implements SyncByteSource {
   readonly kind = "mmap";
   readonly zeroCopy = true;
   readonly byteLength: number;
-  private readonly chunks = new Map<number, Uint8Array>();
   private fd: number | null;
 
   /** Takes ownership of `fd` (kept open for owned copies, which are read with pread rather than page faults). */
@@ -78,15 +78,8 @@ export class MmapSource implements SyncByteSource {
         `a view of ${length} bytes exceeds this runtime's largest ArrayBuffer view (${MAX_WINDOW_LENGTH} bytes); read it in slices`,
       );
     }
-    if (length > CHUNK_SPAN - CHUNK_STRIDE) return this.mapping.bytes(offset, length);
-    const index = Math.floor(offset / CHUNK_STRIDE);
-    const start = index * CHUNK_STRIDE;
-    let chunk = this.chunks.get(index);
-    if (!chunk) {
-      chunk = this.mapping.bytes(start, Math.min(CHUNK_SPAN, this.byteLength - start));
-      this.chunks.set(index, chunk);
-    }
-    return chunk.subarray(offset - start, offset - start + length);
+    if (length <= SMALL_READ && this.fd !== null) return this.readOwned(offset, length);
+    return this.mapping.bytes(offset, length);
   }
 
   /** Owned copies come from pread into fresh (hugepage-backed) memory: the kernel copies from the page cache. */
@@ -96,7 +89,7 @@ export class MmapSource implements SyncByteSource {
       throw new SafetensorError("TooLarge", `a read of ${length} bytes exceeds this runtime's largest buffer`);
     }
     if (this.fd === null) throw new SafetensorError("Closed", "file is closed");
-    const owned = ownedAllocator(length);
+    const owned = length <= SMALL_READ ? new Uint8Array(length) : ownedAllocator(length);
     try {
       preadInto(this.fd, owned, offset);
     } catch (error) {
@@ -120,7 +113,6 @@ export class MmapSource implements SyncByteSource {
   }
 
   close(): void {
-    this.chunks.clear();
     this.mapping.close();
     if (this.fd !== null) fs.closeSync(this.fd);
     this.fd = null;
