@@ -55,6 +55,8 @@ export interface NativeStats {
 
 /** The raw addon. Its functions throw plain Errors whose `code` is an errno name; prefer the wrappers below. */
 export interface NativeAddon {
+  /** Open read-only, fstat, read the first min(headLength, size) bytes: `[fd, size, head]`. */
+  openHead(path: string, headLength: number): [number, number, ArrayBuffer];
   open(fd: number, length: number, populate: boolean): NativeHandle;
   window(handle: NativeHandle, offset: number, length: number): ArrayBuffer;
   advise(handle: NativeHandle, advice: Advice, offset?: number, length?: number): void;
@@ -264,6 +266,21 @@ export class Mapping {
  * `length` bytes of zeroed, writable, 2 MiB aligned anonymous memory advised `MADV_HUGEPAGE` (first touch is
  * ~50x cheaper than 4 KiB pages). Freed by garbage collection, or now by {@link freeHuge}. At most 2^32 bytes.
  */
+/**
+ * Open a regular file read-only and read its first `headLength` bytes (fewer for a shorter file) in one native call;
+ * null without the addon. The caller owns (and closes) `fd`.
+ */
+export function openHead(path: string, headLength: number): { fd: number; size: number; head: Uint8Array } | null {
+  const addon = loadNative();
+  if (!addon) return null;
+  try {
+    const [fd, size, head] = addon.openHead(path, headLength);
+    return { fd, size, head: new Uint8Array(head) };
+  } catch (error) {
+    throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
+  }
+}
+
 export function allocHuge(length: number): ArrayBuffer {
   const addon = requireNative();
   checkLength(length, "allocHuge");

@@ -4,7 +4,40 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
+import { openHead } from "./native.js";
 import { checkRange, type SyncByteSource } from "./source.js";
+
+/** Bytes read at open, enough for most headers: the header is then parsed without another read. */
+export const HEAD_BYTES = 16 * 1024;
+
+export interface OpenedFile {
+  fd: number;
+  size: number;
+  /** The first min(HEAD_BYTES, size) bytes. */
+  head: Uint8Array;
+}
+
+/** Open a regular file read-only and read its first bytes: one native call when the addon is there. */
+export function openWithHead(path: string): OpenedFile {
+  const native = openHead(path, HEAD_BYTES);
+  if (native) return native;
+  let fd: number;
+  try {
+    fd = fs.openSync(path, "r");
+  } catch (error) {
+    throw ioError(error, `cannot open ${path}`);
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
+    const head = new Uint8Array(Math.min(HEAD_BYTES, stat.size));
+    preadInto(fd, head, 0);
+    return { fd, size: stat.size, head };
+  } catch (error) {
+    fs.closeSync(fd);
+    throw ioError(error, `cannot read ${path}`);
+  }
+}
 
 /** fs.readSync reads at most this much per call (libuv caps a read at INT32_MAX bytes). */
 const MAX_READ_CHUNK = 1 << 30;
@@ -43,31 +76,20 @@ export class PreadSource implements SyncByteSource {
   readonly byteLength: number;
   private fd: number | null;
 
-  /** Takes ownership of `fd`. */
+  /** Takes ownership of `fd`; `head`, if given, holds the file's first bytes (served without a read). */
   constructor(
     fd: number,
     byteLength: number,
     private readonly allocate: Allocator = defaultAllocator,
+    private readonly head: Uint8Array = new Uint8Array(0),
   ) {
     this.fd = fd;
     this.byteLength = byteLength;
   }
 
   static open(path: string, allocate?: Allocator): PreadSource {
-    let fd: number;
-    try {
-      fd = fs.openSync(path, "r");
-    } catch (error) {
-      throw ioError(error, `cannot open ${path}`);
-    }
-    try {
-      const stat = fs.fstatSync(fd);
-      if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
-      return new PreadSource(fd, stat.size, allocate);
-    } catch (error) {
-      fs.closeSync(fd);
-      throw ioError(error, `cannot read ${path}`);
-    }
+    const { fd, size, head } = openWithHead(path);
+    return new PreadSource(fd, size, allocate, head);
   }
 
   get descriptor(): number {
@@ -83,6 +105,7 @@ export class PreadSource implements SyncByteSource {
         `a read of ${length} bytes exceeds this runtime's largest buffer (${MAX_BUFFER_BYTES} bytes); read it in slices`,
       );
     }
+    if (offset + length <= this.head.length) return this.head.slice(offset, offset + length);
     const target = length < 64 * 1024 ? new Uint8Array(length) : this.allocate(length);
     try {
       preadInto(this.descriptor, target, offset);

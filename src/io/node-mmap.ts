@@ -10,7 +10,7 @@
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { allocHuge, loadNative, MAX_WINDOW_LENGTH, Mapping } from "./native.js";
-import { type Allocator, defaultAllocator, ioError, MAX_BUFFER_BYTES, preadInto } from "./node-file.js";
+import { type Allocator, defaultAllocator, ioError, MAX_BUFFER_BYTES, openWithHead, preadInto } from "./node-file.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
 /** Owned buffers at least this large come from hugepage-backed memory when the addon is there. */
@@ -43,31 +43,41 @@ export class MmapSource implements SyncByteSource {
   readonly zeroCopy = true;
   readonly byteLength: number;
   private fd: number | null;
+  /** Mapped on first use: opening a file to read its header needs no mapping. */
+  private mapped: Mapping | null = null;
+  private closed = false;
 
   /** Takes ownership of `fd` (kept open for owned copies, which are read with pread rather than page faults). */
   private constructor(
-    private readonly mapping: Mapping,
     fd: number,
+    byteLength: number,
+    private readonly head: Uint8Array,
   ) {
-    this.byteLength = mapping.byteLength;
+    this.byteLength = byteLength;
     this.fd = fd;
   }
 
   static open(path: string, options: MmapOptions = {}): MmapSource {
-    let fd: number;
-    try {
-      fd = fs.openSync(path, "r");
-    } catch (error) {
-      throw ioError(error, `cannot open ${path}`);
+    const { fd, size, head } = openWithHead(path);
+    const source = new MmapSource(fd, size, head);
+    if (options.populate) {
+      try {
+        source.mapped = Mapping.open(fd, size, { populate: true });
+      } catch (error) {
+        source.close();
+        throw ioError(error, `cannot map ${path}`);
+      }
     }
-    try {
-      const stat = fs.fstatSync(fd);
-      if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
-      return new MmapSource(Mapping.open(fd, stat.size, { populate: options.populate ?? false }), fd);
-    } catch (error) {
-      fs.closeSync(fd);
-      throw ioError(error, `cannot map ${path}`);
+    return source;
+  }
+
+  private get mapping(): Mapping {
+    if (this.closed) throw new SafetensorError("Closed", "file is closed");
+    if (this.mapped === null) {
+      if (this.fd === null) throw new SafetensorError("Closed", "file descriptor released");
+      this.mapped = Mapping.open(this.fd, this.byteLength);
     }
+    return this.mapped;
   }
 
   read(offset: number, length: number): Uint8Array {
@@ -78,6 +88,7 @@ export class MmapSource implements SyncByteSource {
         `a view of ${length} bytes exceeds this runtime's largest ArrayBuffer view (${MAX_WINDOW_LENGTH} bytes); read it in slices`,
       );
     }
+    if (offset + length <= this.head.length) return this.head.slice(offset, offset + length);
     if (length <= SMALL_READ && this.fd !== null) return this.readOwned(offset, length);
     return this.mapping.bytes(offset, length);
   }
@@ -113,7 +124,9 @@ export class MmapSource implements SyncByteSource {
   }
 
   close(): void {
-    this.mapping.close();
+    this.closed = true;
+    this.mapped?.close();
+    this.mapped = null;
     if (this.fd !== null) fs.closeSync(this.fd);
     this.fd = null;
   }
