@@ -65,13 +65,16 @@ export interface LoadFileOptions extends OpenFileOptions {
 }
 
 /**
- * Read every tensor of a file, in file order, reading the data region in one go: on mmap the file is mapped with
- * MAP_POPULATE and tensors are views of the mapping (kept alive by the tensors themselves, released by GC); on pread
- * the data region is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory, and
- * tensors are views of it.
+ * Read every tensor of a file, in file order, reading the data region in one go: with "pread" (also what "auto"
+ * picks here) the data region is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed)
+ * memory, and tensors are views of it; with "mmap" the file is mapped with MAP_POPULATE and tensors are views of the
+ * mapping (kept alive by the tensors themselves, released by GC), sharing the page cache instead of copying it.
  */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
-  const backend = options.backend === undefined || options.backend === "auto" ? defaultBackend() : options.backend;
+  // "auto" reads into (hugepage-backed) memory: measured on a 2.4 GiB checkpoint, one pread plus a touch of every page
+  // took ~0.4 s, while mmap+MAP_POPULATE plus the same touch took ~1 s (page-table work dominates on 4 KiB pages).
+  // An explicit "mmap" keeps the file in the shared page cache instead of a private copy.
+  const backend = options.backend === undefined || options.backend === "auto" ? "pread" : options.backend;
   const source = openSource(path, backend, true);
   const file = SafetensorsFile.open(source, options);
   const tensors = new Map<string, Tensor>();
