@@ -248,6 +248,94 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* preadInto(fd, uint8array, position, threads): fill the whole array with the file's bytes from `position`, split
+ * across up to `threads` threads (the calling one included), blocking until all are done. Copying a large region
+ * into freshly allocated memory was 4x faster with two threads than with one on the 2-vCPU machines measured
+ * (page faults of the destination dominate, and they proceed in parallel). */
+typedef struct {
+  int fd;
+  uint8_t *dst;
+  size_t length;
+  uint64_t position;
+  int err;
+} pread_job;
+
+static void *pread_job_run(void *arg) {
+  pread_job *job = arg;
+  size_t done = 0;
+  while (done < job->length) {
+    size_t want = job->length - done;
+    if (want > (size_t)1 << 30) want = (size_t)1 << 30;
+    ssize_t got = pread(job->fd, job->dst + done, want, (off_t)(job->position + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      job->err = got < 0 ? errno : EIO; /* 0: the file ended early (it shrank) */
+      return NULL;
+    }
+    done += (size_t)got;
+  }
+  return NULL;
+}
+
+#define MAX_PREAD_THREADS 16
+
+static napi_value js_pread_into(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 4) {
+    throw_code(env, EINVAL, "preadInto(fd, array, position, threads) needs 4 arguments");
+    return NULL;
+  }
+  int32_t fd = -1;
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    throw_code(env, EBADF, "fd must be a non-negative integer file descriptor");
+    return NULL;
+  }
+  bool is_typedarray = false;
+  NAPI_CALL(env, napi_is_typedarray(env, argv[1], &is_typedarray));
+  napi_typedarray_type type;
+  size_t length = 0;
+  void *data = NULL;
+  if (!is_typedarray ||
+      napi_get_typedarray_info(env, argv[1], &type, &length, &data, NULL, NULL) != napi_ok ||
+      type != napi_uint8_array) {
+    throw_code(env, EINVAL, "array must be a Uint8Array");
+    return NULL;
+  }
+  uint64_t position = 0, threads = 1;
+  if (get_index(env, argv[2], "position", MAX_SAFE_INTEGER, &position) != 0) return NULL;
+  if (get_index(env, argv[3], "threads", MAX_PREAD_THREADS, &threads) != 0) return NULL;
+  if (threads == 0) threads = 1;
+  if (length == 0) return undefined_value(env);
+
+  /* Pieces of whole 2 MiB (huge) pages, so that no page is faulted by two threads. */
+  size_t piece = (length + threads - 1) / threads;
+  piece = (piece + HUGE_PAGE_SIZE - 1) / HUGE_PAGE_SIZE * HUGE_PAGE_SIZE;
+  pread_job jobs[MAX_PREAD_THREADS];
+  pthread_t tids[MAX_PREAD_THREADS];
+  int started[MAX_PREAD_THREADS] = {0};
+  size_t n = 0;
+  for (size_t at = 0; at < length && n < MAX_PREAD_THREADS; at += piece, n++) {
+    jobs[n] = (pread_job){fd, (uint8_t *)data + at, length - at < piece ? length - at : piece, position + at, 0};
+  }
+  for (size_t i = 1; i < n; i++) {
+    started[i] = pthread_create(&tids[i], NULL, pread_job_run, &jobs[i]) == 0;
+    if (!started[i]) pread_job_run(&jobs[i]); /* no thread: do it here */
+  }
+  pread_job_run(&jobs[0]);
+  int err = jobs[0].err;
+  for (size_t i = 1; i < n; i++) {
+    if (started[i]) pthread_join(tids[i], NULL);
+    if (err == 0) err = jobs[i].err;
+  }
+  if (err != 0) {
+    throw_errno(env, err, "pread");
+    return NULL;
+  }
+  return undefined_value(env);
+}
+
 /* ------------------------------------------------------------------------------------------------------ */
 /* File mappings */
 
@@ -814,6 +902,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_property_descriptor props[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"preadInto", NULL, js_pread_into, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},
       {"advise", NULL, js_advise, NULL, NULL, NULL, napi_enumerable, NULL},
       {"close", NULL, js_close, NULL, NULL, NULL, napi_enumerable, NULL},

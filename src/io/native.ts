@@ -57,6 +57,8 @@ export interface NativeStats {
 export interface NativeAddon {
   /** Open read-only, fstat, read the first min(headLength, size) bytes: `[fd, size, head]`. */
   openHead(path: string, headLength: number): [number, number, ArrayBuffer];
+  /** Fill `array` from the file at `position`, split across up to `threads` threads; blocks until done. */
+  preadInto(fd: number, array: Uint8Array, position: number, threads: number): void;
   open(fd: number, length: number, populate: boolean): NativeHandle;
   window(handle: NativeHandle, offset: number, length: number): ArrayBuffer;
   advise(handle: NativeHandle, advice: Advice, offset?: number, length?: number): void;
@@ -278,6 +280,21 @@ export function openHead(path: string, headLength: number): { fd: number; size: 
     return { fd, size, head: new Uint8Array(head) };
   } catch (error) {
     throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
+  }
+}
+
+/**
+ * Fill `target` with the file's bytes from `position` using up to `threads` threads (blocking); false without the
+ * addon, so the caller reads another way.
+ */
+export function preadParallel(fd: number, target: Uint8Array, position: number, threads: number): boolean {
+  const addon = loadNative();
+  if (!addon) return false;
+  try {
+    addon.preadInto(fd, target, position, threads);
+    return true;
+  } catch (error) {
+    throw toSafetensorError(error, "read");
   }
 }
 
