@@ -227,3 +227,29 @@ describe("backend selection", () => {
     assert.deepEqual([error.code, error.tensor, error.name], ["InvalidSlice", "t", "SafetensorError"]);
   });
 });
+
+describe("parallel reads (native)", { skip: loadNative() ? false : "native addon not built" }, () => {
+  test("preadParallel fills the buffer exactly, from any position, with any thread count", async () => {
+    const { preadParallel } = await import("../src/io/native.js");
+    const file = path.join(tmp, "parallel.bin");
+    const bytes = new Uint8Array(5 * 2 ** 20 + 123).map((_, i) => (i * 2654435761) >>> 24);
+    fs.writeFileSync(file, bytes);
+    const fd = fs.openSync(file, "r");
+    try {
+      for (const [position, length, threads] of [
+        [0, bytes.length, 3],
+        [7, bytes.length - 7, 16],
+        [2 ** 20 + 1, 3 * 2 ** 20, 2],
+        [5, 10, 4],
+        [0, 0, 4],
+      ] as const) {
+        const target = new Uint8Array(length);
+        assert.ok(preadParallel(fd, target, position, threads));
+        assert.deepEqual(target, bytes.subarray(position, position + length), `${position} ${length} ${threads}`);
+      }
+      assert.throws(() => preadParallel(fd, new Uint8Array(10), bytes.length - 5, 2), code("IoError"));
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+});
