@@ -16,6 +16,7 @@ import {
   type Dtype,
   deserialize,
   dtypeOf,
+  HEADER_ERROR_CODES,
   isSafetensorError,
   MemorySource,
   type SafetensorErrorCode,
@@ -23,21 +24,7 @@ import {
   serialize,
 } from "../src/index.js";
 
-const FORMAT_CODES: ReadonlySet<SafetensorErrorCode> = new Set<SafetensorErrorCode>([
-  "HeaderTooSmall",
-  "HeaderTooLarge",
-  "InvalidHeaderLength",
-  "InvalidHeaderUtf8",
-  "InvalidHeaderJson",
-  "InvalidHeaderStructure",
-  "DuplicateKey",
-  "UnknownDtype",
-  "InvalidOffset",
-  "ValidationOverflow",
-  "MisalignedSlice",
-  "TensorInvalidInfo",
-  "MetadataIncompleteBuffer",
-]);
+const FORMAT_CODES: ReadonlySet<SafetensorErrorCode> = new Set<SafetensorErrorCode>(HEADER_ERROR_CODES);
 
 const bitsOf = (dtype: Dtype) => dtypeOf(dtype).bits;
 

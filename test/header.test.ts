@@ -10,7 +10,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
 import type { SafetensorErrorCode } from "../src/format/errors.js";
-import { isSafetensorError, quoteName } from "../src/format/errors.js";
+import { HEADER_ERROR_CODES, isSafetensorError, quoteName } from "../src/format/errors.js";
 import {
   DEFAULT_MAX_HEADER_BYTES,
   type Header,
@@ -613,21 +613,7 @@ function run(c: Case): Header {
 
 describe("header cases", () => {
   test("the suite reaches every format error code", () => {
-    const formatCodes: SafetensorErrorCode[] = [
-      "HeaderTooSmall",
-      "HeaderTooLarge",
-      "InvalidHeaderLength",
-      "InvalidHeaderUtf8",
-      "InvalidHeaderJson",
-      "InvalidHeaderStructure",
-      "DuplicateKey",
-      "UnknownDtype",
-      "InvalidOffset",
-      "ValidationOverflow",
-      "MisalignedSlice",
-      "TensorInvalidInfo",
-      "MetadataIncompleteBuffer",
-    ];
+    const formatCodes: readonly SafetensorErrorCode[] = HEADER_ERROR_CODES;
     const reached = new Set<string>();
     for (const c of cases) {
       try {

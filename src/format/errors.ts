@@ -4,21 +4,27 @@
  * The first group mirrors the reference implementation's header checks (in the order they run); the
  * second covers everything after a header is known to be valid.
  */
+/** The header checks' codes, in the order `parseHeader` runs them. */
+export const HEADER_ERROR_CODES = [
+  "HeaderTooSmall",
+  "HeaderTooLarge",
+  "InvalidHeaderLength",
+  "InvalidHeaderUtf8",
+  "InvalidHeaderJson",
+  "InvalidHeaderStructure",
+  "DuplicateKey",
+  "UnknownDtype",
+  "InvalidOffset",
+  "ValidationOverflow",
+  "MisalignedSlice",
+  "TensorInvalidInfo",
+  "MetadataIncompleteBuffer",
+] as const;
+
+export type HeaderErrorCode = (typeof HEADER_ERROR_CODES)[number];
+
 export type SafetensorErrorCode =
-  // Header checks, in the order `parseHeader` runs them.
-  | "HeaderTooSmall"
-  | "HeaderTooLarge"
-  | "InvalidHeaderLength"
-  | "InvalidHeaderUtf8"
-  | "InvalidHeaderJson"
-  | "InvalidHeaderStructure"
-  | "DuplicateKey"
-  | "UnknownDtype"
-  | "InvalidOffset"
-  | "ValidationOverflow"
-  | "MisalignedSlice"
-  | "TensorInvalidInfo"
-  | "MetadataIncompleteBuffer"
+  | HeaderErrorCode
   // Use of a valid file, and writing.
   | "TensorNotFound"
   | "InvalidTensor"
