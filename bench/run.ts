@@ -13,13 +13,16 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import {
+  BACKEND_RUN,
   BACKENDS,
   BENCH_DIR,
   type BenchBackend,
+  CHECKED_BACKENDS,
   CHECKPOINT_NAME,
   DEFAULT_OUT_DIR,
   FIGURES,
   type Figure,
+  NO_NATIVE_ENV,
   PT_NAME,
   REPO_DIR,
   RESULT_PREFIX,
@@ -95,9 +98,22 @@ function lastLines(text: string, n: number): string {
   return text.trimEnd().split("\n").slice(-n).join("\n");
 }
 
-/** Run a child with a timeout; its last `RESULT {json}` stdout line is the outcome. Never throws. */
-function runChild(command: string, args: string[], timeoutMs: number): ChildOutcome {
+/**
+ * Run a child with a timeout; its last `RESULT {json}` stdout line is the outcome. Never throws. `env`: variables to
+ * set (a string) or remove (undefined) on top of ours.
+ */
+function runChild(
+  command: string,
+  args: string[],
+  timeoutMs: number,
+  env: Record<string, string | undefined> = {},
+): ChildOutcome {
   let child: SpawnSyncReturns<string>;
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: "1" };
+  for (const [key, value] of Object.entries(env)) {
+    if (value === undefined) delete childEnv[key];
+    else childEnv[key] = value;
+  }
   try {
     child = spawnSync(command, args, {
       cwd: REPO_DIR,
@@ -105,7 +121,7 @@ function runChild(command: string, args: string[], timeoutMs: number): ChildOutc
       timeout: timeoutMs,
       killSignal: "SIGKILL",
       maxBuffer: 64 * 1024 * 1024,
-      env: { ...process.env, PYTHONUNBUFFERED: "1" },
+      env: childEnv,
     });
   } catch (error) {
     return { result: { ok: false, error: `cannot spawn ${command}: ${(error as Error).message}` }, stderr: "" };
@@ -492,6 +508,8 @@ function measureFigure(figure: Figure, options: Options, reference: Reference, f
         process.execPath,
         ["--expose-gc", "--import", "tsx", path.join(BENCH_DIR, "worker.ts"), figure, backend, files.checkpoint],
         options.timeoutMs,
+        // The addon rows must not inherit a disabling variable; the no-addon row sets it.
+        { [NO_NATIVE_ENV]: BACKEND_RUN[backend].noNative ? "1" : undefined },
       ),
     );
   }
@@ -529,7 +547,7 @@ function acceptance(results: Map<Figure, FigureResult>, options: Options): Check
   const missingStatus = (s: Series | null | undefined): Check["status"] => (s?.status === "failed" ? "FAIL" : "N/A");
   const why = (s: Series | null | undefined, who: string) =>
     !s ? `${who} not measured (figure not selected)` : `${who} ${s.status}${s.reason ? `: ${s.reason}` : ""}`;
-  for (const backend of BACKENDS) {
+  for (const backend of CHECKED_BACKENDS) {
     // 1. open
     {
       const r = results.get("open");
@@ -612,23 +630,25 @@ function acceptance(results: Map<Figure, FigureResult>, options: Options): Check
       }
     }
   }
-  // 5. pread figures present
-  const missing = FIGURES.filter((f) => results.get(f)?.ours.pread.status !== "ok");
+  // 5. pread figures present (with the addon), 6. the same without the addon (informational)
   const notSelected = FIGURES.filter((f) => !options.only.includes(f));
-  checks.push({
-    name: "pread figures present",
-    backend: "pread",
-    status:
-      missing.length === 0
-        ? "PASS"
-        : notSelected.length > 0 && missing.every((f) => notSelected.includes(f))
-          ? "N/A"
-          : "FAIL",
-    detail:
-      missing.length === 0
-        ? `all ${FIGURES.length} figures measured`
-        : `missing: ${missing.map((f) => `${f} (${results.get(f)?.ours.pread.status ?? "not selected"})`).join(", ")}`,
-  });
+  for (const backend of ["pread", "pread-no-addon"] as const) {
+    const missing = FIGURES.filter((f) => results.get(f)?.ours[backend].status !== "ok");
+    checks.push({
+      name: `${backend} figures present`,
+      backend,
+      status:
+        missing.length === 0
+          ? "PASS"
+          : notSelected.length > 0 && missing.every((f) => notSelected.includes(f))
+            ? "N/A"
+            : "FAIL",
+      detail:
+        missing.length === 0
+          ? `all ${FIGURES.length} figures measured`
+          : `missing: ${missing.map((f) => `${f} (${results.get(f)?.ours[backend].status ?? "not selected"})`).join(", ")}`,
+    });
+  }
   return checks;
 }
 
@@ -754,6 +774,9 @@ const METHOD = `- Every run is a fresh process (\`node --expose-gc --import tsx 
 - Per figure, backend and reference variant: one uncounted warm-up run (so the page cache holds the files for
   everyone: these are warm-cache figures), then N counted runs (\`--runs\`, default 5); min/median/max of the
   time, median of the RSS deltas. A backend that is missing is recorded as unavailable, not as a failure.
+- The \`mmap\` and \`pread\` rows run with the optional native addon loaded; the \`pread-no-addon\` row runs our worker
+  with \`SAFETENSORS_NO_NATIVE=1\` and \`{backend: "pread"}\` (plain Node fs reads into plain memory), and a run fails
+  unless \`loadNative()\` really returned null in it.
 - "Touch" = read one byte every 4096 bytes (bytes 0, 4096, 8192, ... of each tensor's data), so memory that is
   mapped or faulted lazily is really paid for. Ours: a JS loop over the Uint8Array; reference:
   \`int(t.reshape(-1).view(torch.uint8)[::4096].sum())\`.
@@ -763,7 +786,7 @@ const METHOD = `- Every run is a fresh process (\`node --expose-gc --import tsx 
 ${markdownTable(METHOD_ROWS, 3)}
 
 The ratio column is reference median / ours median (above 1: ours is faster). The reference has no backend
-choice in these calls (it maps the file), so the same reference figure appears on both backend rows.`;
+choice in these calls (it maps the file), so the same reference figure appears on every backend row.`;
 
 function report(
   options: Options,
@@ -842,6 +865,7 @@ function jsonRows(results: FigureResult[]): unknown[] {
       const ours = r.ours[backend];
       const ref = r.reference;
       const extras: Record<string, unknown> = {};
+      if (typeof ours.extras.native_addon === "string") extras.ours_native_addon = ours.extras.native_addon;
       if (typeof ours.extras.inprocess_median_ms === "number") {
         extras.ours_inprocess_median_ms = ours.extras.inprocess_median_ms;
       }
@@ -911,7 +935,10 @@ function main(): number {
       });
       results.set(figure, {
         figure,
-        ours: { mmap: failed(`ours ${figure} mmap`), pread: failed(`ours ${figure} pread`) },
+        ours: Object.fromEntries(BACKENDS.map((b) => [b, failed(`ours ${figure} ${b}`)])) as Record<
+          BenchBackend,
+          Series
+        >,
         reference: failed(`reference ${figure}`),
         referenceExtras: [],
       });

@@ -56,8 +56,23 @@ export const FIGURES = [
 ] as const;
 export type Figure = (typeof FIGURES)[number];
 
-export const BACKENDS = ["mmap", "pread"] as const;
+/**
+ * The backend rows of the table. `pread-no-addon` is the pread backend with the native addon disabled
+ * (`SAFETENSORS_NO_NATIVE=1` in the worker's environment): plain Node fs reads into plain memory.
+ */
+export const BACKENDS = ["mmap", "pread", "pread-no-addon"] as const;
 export type BenchBackend = (typeof BACKENDS)[number];
+/** The rows measured with the addon loaded, which the issue's four per-backend acceptance checks cover. */
+export const CHECKED_BACKENDS = ["mmap", "pread"] as const satisfies readonly BenchBackend[];
+
+/** What each backend row runs: the library's `backend` option, and whether the native addon is disabled. */
+export const BACKEND_RUN: Record<BenchBackend, { library: "mmap" | "pread"; noNative: boolean }> = {
+  mmap: { library: "mmap", noNative: false },
+  pread: { library: "pread", noNative: false },
+  "pread-no-addon": { library: "pread", noNative: true },
+};
+/** The environment variable that makes `loadNative()` return null. */
+export const NO_NATIVE_ENV = "SAFETENSORS_NO_NATIVE";
 
 /** Tensor names used by the single-tensor figures. */
 export const TENSOR_32MIB = "model.layers.0.self_attn.q_proj.weight";

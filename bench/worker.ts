@@ -7,13 +7,20 @@
  * (performance.now), `rss_delta_mib` is process.memoryUsage.rss() after minus before, in MiB. The library is imported
  * before anything is measured. A backend that is not available, or a method that does not exist yet, is reported as
  * `unavailable`, not as an error.
+ *
+ * `<backend>` is a row of the table (see `BACKEND_RUN`): `pread-no-addon` runs the library's pread backend and must
+ * be started with `SAFETENSORS_NO_NATIVE=1`; the worker checks that the addon really stayed unloaded
+ * (`loadNative() === null`, recorded as `extra.native_addon`) and fails the run otherwise.
  */
+import { loadNative } from "../src/io/native.js";
 import { loadFile, openFile } from "../src/node.js";
 import {
+  BACKEND_RUN,
   BACKENDS,
   type BenchBackend,
   FIGURES,
   type Figure,
+  NO_NATIVE_ENV,
   RESULT_PREFIX,
   SLICE_REPEAT,
   SLICE_REPEAT_WARMUP,
@@ -25,6 +32,7 @@ import {
 } from "./spec.js";
 
 type OurFile = ReturnType<typeof openFile>;
+type LibraryBackend = (typeof BACKEND_RUN)[BenchBackend]["library"];
 
 /** What slicing is expected to look like (written against the planned API; it may not exist yet). */
 interface TensorLikeResult {
@@ -76,14 +84,14 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-function requireBackend(file: OurFile, backend: BenchBackend): void {
+function requireBackend(file: OurFile, backend: LibraryBackend): void {
   if (file.backend !== backend) {
     throw new Unavailable(`openFile(path, {backend: "${backend}"}) gave backend "${file.backend}"`);
   }
 }
 
 /** Open outside the measurement, making sure the requested backend is really the one used. */
-function openChecked(path: string, backend: BenchBackend): OurFile {
+function openChecked(path: string, backend: LibraryBackend): OurFile {
   let file: OurFile;
   try {
     file = openFile(path, { backend });
@@ -107,7 +115,12 @@ function sliceMethod(file: OurFile): SliceMethod {
   return (name) => (method as SliceMethod).call(file, name);
 }
 
-function run(figure: Figure, backend: BenchBackend, path: string): WorkerResult {
+function run(figure: Figure, row: BenchBackend, path: string): WorkerResult {
+  const { library: backend, noNative } = BACKEND_RUN[row];
+  // Checked before anything is measured, without loading the addon (the open figure is measured cold).
+  if (noNative && process.env[NO_NATIVE_ENV] !== "1") {
+    throw new Error(`backend row "${row}" needs ${NO_NATIVE_ENV}=1 in the environment`);
+  }
   const extra: Record<string, number | string> = {};
   let m: { ms: number; rss: number };
   switch (figure) {
@@ -194,6 +207,12 @@ function run(figure: Figure, backend: BenchBackend, path: string): WorkerResult 
       m = r;
       break;
     }
+  }
+  // loadNative() is cached: after the run it tells whether the library used the addon during it.
+  const addonAbsent = loadNative() === null;
+  extra.native_addon = addonAbsent ? "absent" : "loaded";
+  if (noNative && !addonAbsent) {
+    throw new Error(`backend row "${row}": the native addon was loaded although ${NO_NATIVE_ENV}=1 was set`);
   }
   return { ok: true, ms: m.ms, rss_delta_mib: m.rss, extra };
 }
