@@ -32,11 +32,8 @@ export interface MmapOptions {
   populate?: boolean;
 }
 
-/**
- * Reads up to this size are served by pread into fresh memory instead of a view: the header and small tensors cost
- * less as a copy than as an external ArrayBuffer (which V8 tracks, and counts towards its external-memory GC trigger).
- */
-const SMALL_READ = 64 * 1024;
+/** Reads within one page are served by pread into fresh memory: cheaper as a copy than as a tracked window. */
+const SMALL_READ = 4096;
 
 export class MmapSource implements SyncByteSource {
   readonly kind = "mmap";
