@@ -116,21 +116,6 @@ export class SafetensorsFile {
     return new Tensor(info.dtype, info.shape, data);
   }
 
-  /** Raw bytes [offset, offset + length) of a tensor's data (offsets relative to the tensor). */
-  readTensorBytes(name: string, offset: number, length: number, options: GetTensorOptions = {}): Uint8Array {
-    const range = this.byteRange(name);
-    if (offset < 0 || length < 0 || offset + length > range.length) {
-      throw new SafetensorError(
-        "IoError",
-        `bytes [${offset}, ${offset + length}) are outside tensor ${quoteName(name)}`,
-      );
-    }
-    const source = this.live;
-    return options.memory === "owned"
-      ? source.readOwned(range.offset + offset, length)
-      : source.read(range.offset + offset, length);
-  }
-
   /** Raw bytes [offset, offset + length) of the file, in memory the caller owns. */
   readRange(offset: number, length: number): Uint8Array {
     return this.live.readOwned(offset, length);
