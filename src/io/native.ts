@@ -62,6 +62,8 @@ export interface NativeAddon {
   open(fd: number, length: number, populate: boolean): NativeHandle;
   window(handle: NativeHandle, offset: number, length: number): ArrayBuffer;
   advise(handle: NativeHandle, advice: Advice, offset?: number, length?: number): void;
+  /** Read one byte of every page of the mapping, split across `threads` threads. */
+  prefault(handle: NativeHandle, threads: number): void;
   close(handle: NativeHandle): void;
   isClosed(handle: NativeHandle): boolean;
   allocHuge(length: number): ArrayBuffer;
@@ -245,6 +247,19 @@ export class Mapping {
       this.#addon.advise(this.#handle, advice, offset, length);
     } catch (error) {
       throw toSafetensorError(error, `madvise(${String(advice)})`);
+    }
+  }
+
+  /**
+   * Touch every page now, with `threads` threads, so later reads take no page fault. On the VMs measured, the first
+   * access of each mapped page stayed slow even after MAP_POPULATE; done in parallel it costs less than in line.
+   */
+  prefault(threads = 4): void {
+    this.#checkOpen();
+    try {
+      this.#addon.prefault(this.#handle, threads);
+    } catch (error) {
+      throw toSafetensorError(error, "prefault");
     }
   }
 
