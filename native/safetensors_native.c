@@ -279,6 +279,21 @@ static void *pread_job_run(void *arg) {
 
 #define MAX_PREAD_THREADS 16
 
+/* Runs fn on each of the n jobs (job i at jobs + i * size): the first on the calling thread, the others on threads
+ * of their own (inline when a thread cannot be started). Returns when all are done. */
+static void run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n) {
+  pthread_t tids[MAX_PREAD_THREADS];
+  int started[MAX_PREAD_THREADS] = {0};
+  for (size_t i = 1; i < n; i++) {
+    void *job = (uint8_t *)jobs + i * size;
+    started[i] = pthread_create(&tids[i], NULL, fn, job) == 0;
+    if (!started[i]) fn(job);
+  }
+  if (n > 0) fn(jobs);
+  for (size_t i = 1; i < n; i++)
+    if (started[i]) pthread_join(tids[i], NULL);
+}
+
 static napi_value js_pread_into(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
@@ -313,22 +328,13 @@ static napi_value js_pread_into(napi_env env, napi_callback_info info) {
   size_t piece = (length + threads - 1) / threads;
   piece = (piece + HUGE_PAGE_SIZE - 1) / HUGE_PAGE_SIZE * HUGE_PAGE_SIZE;
   pread_job jobs[MAX_PREAD_THREADS];
-  pthread_t tids[MAX_PREAD_THREADS];
-  int started[MAX_PREAD_THREADS] = {0};
   size_t n = 0;
   for (size_t at = 0; at < length && n < MAX_PREAD_THREADS; at += piece, n++) {
     jobs[n] = (pread_job){fd, (uint8_t *)data + at, length - at < piece ? length - at : piece, position + at, 0};
   }
-  for (size_t i = 1; i < n; i++) {
-    started[i] = pthread_create(&tids[i], NULL, pread_job_run, &jobs[i]) == 0;
-    if (!started[i]) pread_job_run(&jobs[i]); /* no thread: do it here */
-  }
-  pread_job_run(&jobs[0]);
-  int err = jobs[0].err;
-  for (size_t i = 1; i < n; i++) {
-    if (started[i]) pthread_join(tids[i], NULL);
-    if (err == 0) err = jobs[i].err;
-  }
+  run_jobs(pread_job_run, jobs, sizeof jobs[0], n);
+  int err = 0;
+  for (size_t i = 0; i < n && err == 0; i++) err = jobs[i].err;
   if (err != 0) {
     throw_errno(env, err, "pread");
     return NULL;
@@ -631,20 +637,12 @@ static napi_value js_prefault(napi_env env, napi_callback_info info) {
   size_t piece = ((size_t)m->length + threads - 1) / threads;
   piece = (piece + page - 1) / page * page;
   touch_job jobs[MAX_PREAD_THREADS];
-  pthread_t tids[MAX_PREAD_THREADS];
-  int started[MAX_PREAD_THREADS] = {0};
   size_t n = 0;
   for (size_t at = 0; at < (size_t)m->length && n < MAX_PREAD_THREADS; at += piece, n++) {
     size_t length = (size_t)m->length - at < piece ? (size_t)m->length - at : piece;
     jobs[n] = (touch_job){m->addr + at, length, page, 0};
   }
-  for (size_t i = 1; i < n; i++) {
-    started[i] = pthread_create(&tids[i], NULL, touch_job_run, &jobs[i]) == 0;
-    if (!started[i]) touch_job_run(&jobs[i]);
-  }
-  touch_job_run(&jobs[0]);
-  for (size_t i = 1; i < n; i++)
-    if (started[i]) pthread_join(tids[i], NULL);
+  run_jobs(touch_job_run, jobs, sizeof jobs[0], n);
   return undefined_value(env);
 }
 
