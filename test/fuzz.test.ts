@@ -23,23 +23,11 @@ import {
   SafetensorsFile,
   serialize,
 } from "../src/index.js";
+import { fill } from "./helpers/fill.js";
 
 const FORMAT_CODES: ReadonlySet<SafetensorErrorCode> = new Set<SafetensorErrorCode>(HEADER_ERROR_CODES);
 
 const bitsOf = (dtype: Dtype) => dtypeOf(dtype).bits;
-
-/** Deterministic filler so data need not be drawn byte by byte. */
-function fill(length: number, seed: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let x = seed | 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
 
 interface InputTensor {
   dtype: Dtype;

@@ -29,6 +29,7 @@ import {
   saveFile,
   serialize,
 } from "../src/node.js";
+import { fill } from "./helpers/fill.js";
 import {
   type ReferenceReport,
   referenceCheckScript,
@@ -53,18 +54,6 @@ type Case = {
   /** Written with saveFile (else serialize + writeFileSync). */
   viaSaveFile: boolean;
 };
-
-function fill(length: number, seed: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let x = seed | 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
 
 function input(dtype: Dtype, shape: number[], seed = shape.length * 31 + dtype.length): Input {
   const bits = shape.reduce((a, b) => a * b, 1) * dtypeOf(dtype).bits;
