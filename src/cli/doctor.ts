@@ -1,4 +1,5 @@
 import { nativeStatus } from "../io/native.js";
+import { defineCommand } from "./command.js";
 
 /** What `safetensors doctor` prints: the runtime and which read backends are available. */
 export function backendReport(): string {
@@ -11,3 +12,13 @@ export function backendReport(): string {
   ];
   return `${lines.join("\n")}\n`;
 }
+
+export const command = defineCommand({
+  usage: "doctor",
+  description: "Print the Node.js runtime, whether the native addon loaded (and why not), and the read backends.",
+  options: {},
+  run(_args, { io }) {
+    io.stdout(backendReport());
+    return 0;
+  },
+});
