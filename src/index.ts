@@ -5,15 +5,85 @@
 import { type Header, type HeaderOptions, parseHeaderFromBuffer } from "./format/header.js";
 import { Tensor } from "./tensor.js";
 
-export * from "./codecs/index.js";
-export * from "./file.js";
-export * from "./format/dtypes.js";
-export * from "./format/errors.js";
-export * from "./format/header.js";
-export * from "./format/serialize.js";
-export * from "./io/source.js";
-export * from "./slice/index.js";
-export * from "./tensor.js";
+// The public API, listed name by name: helpers the modules share (message quoting, sort order, range checks, the
+// slice planner's internals, the header reader's fast path) stay importable by path inside the repo but are not
+// part of the package. `test/package.test.ts` checks what a consumer sees.
+export {
+  canDecode,
+  canEncode,
+  type EncodableDtype,
+  elementCountOf,
+  encodedByteLength,
+  type FromFloat32Options,
+  fromFloat32,
+  type ToFloat32Options,
+  toFloat32,
+} from "./codecs/index.js";
+export { type GetTensorOptions, SafetensorsFile, type TensorSlice } from "./file.js";
+export {
+  byteSize,
+  DTYPES,
+  type Dtype,
+  type DtypeInfo,
+  type DtypeKind,
+  dtypeInfo,
+  dtypeOf,
+  elementCount,
+  isDtype,
+  type TypedArrayName,
+} from "./format/dtypes.js";
+export {
+  HEADER_ERROR_CODES,
+  type HeaderErrorCode,
+  isSafetensorError,
+  SafetensorError,
+  type SafetensorErrorCode,
+} from "./format/errors.js";
+export {
+  DEFAULT_MAX_HEADER_BYTES,
+  type Header,
+  type HeaderOptions,
+  parseHeader,
+  parseHeaderFromBuffer,
+  readHeaderLength,
+  type TensorInfo,
+} from "./format/header.js";
+export {
+  type MetadataInput,
+  type NamedTensors,
+  type PlannedTensor,
+  planSerialization,
+  type SerializationPlan,
+  type SerializeOptions,
+  serialize,
+  type TensorLike,
+} from "./format/serialize.js";
+export { MemorySource, type SyncByteSource } from "./io/source.js";
+export {
+  type ByteRange,
+  type Dim,
+  ELLIPSIS,
+  type Ellipsis,
+  formatSliceSpec,
+  type IndexInteger,
+  type PlanLoop,
+  parseSliceSpec,
+  type Slice,
+  type SliceIndex,
+  type SlicePlan,
+  slice,
+} from "./slice/index.js";
+export { Tensor, type TypedArray } from "./tensor.js";
+
+declare global {
+  // `SafetensorsFile` is Disposable (`using file = openFile(...)`). Declaring the well-known symbol here, the way
+  // @types/node does, lets the published types compile under `lib: ["ES2022", "DOM"]` without `ESNext.Disposable`;
+  // the declaration merges with those libs when they are present. Node ≥ 20 defines it at run time; in a browser that
+  // does not, the method is simply never called by the runtime.
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+  }
+}
 
 export interface Deserialized {
   readonly header: Header;

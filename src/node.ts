@@ -18,6 +18,7 @@ import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "./io/node-
 import { MemorySource, type SyncByteSource } from "./io/source.js";
 import { Tensor } from "./tensor.js";
 
+// The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.

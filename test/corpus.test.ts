@@ -8,8 +8,9 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, test } from "node:test";
+import { compareCodePoints } from "../src/format/serialize.js";
 import { loadNative } from "../src/io/native.js";
-import { compareCodePoints, deserialize, isSafetensorError, openFile } from "../src/node.js";
+import { deserialize, isSafetensorError, openFile } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, type ExpectedFile, expectedFiles } from "./helpers/corpus.js";
 
 /** Both read backends when the native addon is built; pread alone otherwise. */

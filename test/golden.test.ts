@@ -9,7 +9,8 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, test } from "node:test";
-import { compareCodePoints, DTYPES, deserialize, serialize } from "../src/index.js";
+import { compareCodePoints } from "../src/format/serialize.js";
+import { DTYPES, deserialize, serialize } from "../src/index.js";
 import { repoRoot } from "./helpers/reference.js";
 
 const goldenDir = path.join(repoRoot, "test", "fixtures", "golden");

@@ -18,17 +18,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import fc from "fast-check";
-import {
-  compareCodePoints,
-  DTYPES,
-  type Dtype,
-  deserialize,
-  dtypeOf,
-  loadFile,
-  openFile,
-  saveFile,
-  serialize,
-} from "../src/node.js";
+import { compareCodePoints } from "../src/format/serialize.js";
+import { DTYPES, type Dtype, deserialize, dtypeOf, loadFile, openFile, saveFile, serialize } from "../src/node.js";
 import { fill } from "./helpers/fill.js";
 import {
   type ReferenceReport,
