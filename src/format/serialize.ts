@@ -9,14 +9,18 @@ import { byteSize, type Dtype, dtypeInfo } from "./dtypes.js";
 import { quoteName, SafetensorError } from "./errors.js";
 import { DEFAULT_MAX_HEADER_BYTES } from "./header.js";
 
-/** Anything with a dtype, a shape and raw little-endian bytes. */
-export interface TensorLike {
+/** A tensor to lay out before its bytes exist: what the header says about it. */
+export interface TensorSpec {
   readonly dtype: Dtype | string;
   readonly shape: readonly number[];
+}
+
+/** Anything with a dtype, a shape and raw little-endian bytes. */
+export interface TensorLike extends TensorSpec {
   readonly data: ArrayBufferView;
 }
 
-export type NamedTensors<T extends TensorLike = TensorLike> =
+export type NamedTensors<T extends TensorSpec = TensorLike> =
   | ReadonlyMap<string, T>
   | Iterable<readonly [string, T]>
   | Readonly<Record<string, T>>;
@@ -26,24 +30,6 @@ export type MetadataInput = ReadonlyMap<string, string> | Readonly<Record<string
 export interface SerializeOptions {
   /** Refuse headers larger than this (the reference refuses what it could not read back). */
   maxHeaderBytes?: number;
-}
-
-export interface PlannedTensor {
-  readonly name: string;
-  readonly dtype: Dtype;
-  readonly shape: readonly number[];
-  readonly data: Uint8Array;
-  readonly begin: number;
-  readonly end: number;
-}
-
-export interface SerializationPlan {
-  /** The 8-byte size prefix followed by the padded JSON header. */
-  readonly header: Uint8Array;
-  /** Tensors in the order their bytes follow the header. */
-  readonly tensors: readonly PlannedTensor[];
-  readonly dataLength: number;
-  readonly totalLength: number;
 }
 
 /** Compare strings by Unicode code point, which is UTF-8 byte order (Rust's `str` order, Python's `sorted`). */
@@ -82,14 +68,80 @@ function asBytes(view: ArrayBufferView): Uint8Array {
   return view instanceof Uint8Array ? view : new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
 }
 
+export interface LayoutTensor {
+  readonly name: string;
+  readonly dtype: Dtype;
+  readonly shape: readonly number[];
+  /** Offsets of the tensor's bytes in the data region (after the header): [begin, end). */
+  readonly begin: number;
+  readonly end: number;
+}
+
+export interface LayoutPlan<T extends LayoutTensor = LayoutTensor> {
+  /** The 8-byte size prefix followed by the padded JSON header. */
+  readonly header: Uint8Array;
+  /** Tensors in the order their bytes follow the header. */
+  readonly tensors: readonly T[];
+  readonly dataLength: number;
+  readonly totalLength: number;
+}
+
+/** A layout whose tensors carry their bytes. */
+export interface PlannedTensor extends LayoutTensor {
+  readonly data: Uint8Array;
+}
+
+export type SerializationPlan = LayoutPlan<PlannedTensor>;
+
+/**
+ * Validate names, dtypes, shapes and metadata and compute the header bytes and the data layout, without the tensors'
+ * bytes: a file written to this plan is byte-identical to `serialize` of the same tensors. Streaming writers start
+ * here, since the header depends on every tensor's size.
+ */
+export function planLayout(
+  input: NamedTensors<TensorSpec>,
+  metadataInput?: MetadataInput,
+  options: SerializeOptions = {},
+): LayoutPlan {
+  return layout(input, metadataInput, options, () => undefined);
+}
+
 /** Validate the input and compute the header bytes and the data layout. */
 export function planSerialization(
   input: NamedTensors,
   metadataInput?: MetadataInput,
   options: SerializeOptions = {},
 ): SerializationPlan {
+  return layout(input, metadataInput, options, (name, tensor, dtype, size) => {
+    if (!ArrayBuffer.isView(tensor.data)) {
+      throw new SafetensorError("InvalidTensor", `tensor ${quoteName(name)}: data must be a TypedArray or DataView`, {
+        tensor: name,
+      });
+    }
+    const data = asBytes(tensor.data);
+    if (BigInt(data.byteLength) !== size) {
+      throw new SafetensorError(
+        "InvalidTensor",
+        `tensor ${quoteName(name)}: ${dtype} [${tensor.shape.join(", ")}] needs ${size} bytes, data has ${data.byteLength}`,
+        { tensor: name },
+      );
+    }
+    return data;
+  }) as SerializationPlan;
+}
+
+/**
+ * The one layout routine behind `planLayout` and `planSerialization`: `check` validates each tensor (in input
+ * order, right after its shape) and returns its bytes, if the plan carries them.
+ */
+function layout<T extends TensorSpec>(
+  input: NamedTensors<T>,
+  metadataInput: MetadataInput,
+  options: SerializeOptions,
+  check: (name: string, tensor: T, dtype: Dtype, size: bigint) => Uint8Array | undefined,
+): LayoutPlan<LayoutTensor & { data?: Uint8Array }> {
   const seen = new Set<string>();
-  const items: { name: string; dtype: Dtype; rank: number; shape: number[]; data: Uint8Array }[] = [];
+  const items: { name: string; dtype: Dtype; rank: number; shape: number[]; size: number; data?: Uint8Array }[] = [];
   for (const [name, tensor] of entriesOf(input)) {
     if (typeof name !== "string") throw new SafetensorError("InvalidTensor", "tensor names must be strings");
     if (name === "__metadata__") {
@@ -134,22 +186,14 @@ export function planSerialization(
         { tensor: name },
       );
     }
-    if (!ArrayBuffer.isView(tensor.data)) {
-      throw new SafetensorError("InvalidTensor", `tensor ${quoteName(name)}: data must be a TypedArray or DataView`, {
+    if (size > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new SafetensorError("TooLarge", `tensor ${quoteName(name)}: ${size} bytes is more than a file can hold`, {
         tensor: name,
       });
     }
-    const data = asBytes(tensor.data);
-    if (BigInt(data.byteLength) !== size) {
-      throw new SafetensorError(
-        "InvalidTensor",
-        `tensor ${quoteName(name)}: ${info.name} [${shape.join(", ")}] needs ${size} bytes, data has ${data.byteLength}`,
-        { tensor: name },
-      );
-    }
-    items.push({ name, dtype: info.name, rank: info.rank, shape, data });
+    const data = check(name, tensor, info.name, size);
+    items.push({ name, dtype: info.name, rank: info.rank, shape, size: Number(size), data });
   }
-
   let metadata: [string, string][] | null = null;
   if (metadataInput !== null && metadataInput !== undefined) {
     metadata = entriesOf(metadataInput as ReadonlyMap<string, string>);
@@ -183,15 +227,16 @@ export function planSerialization(
   if (metadata) {
     parts.push(`"__metadata__":{${metadata.map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(",")}}`);
   }
-  const tensors: PlannedTensor[] = [];
+  const tensors: (LayoutTensor & { data?: Uint8Array })[] = [];
   let offset = 0;
   for (const item of items) {
     const begin = offset;
-    offset += item.data.byteLength;
+    offset += item.size;
     parts.push(
       `${JSON.stringify(item.name)}:{"dtype":"${item.dtype}","shape":[${item.shape.join(",")}],"data_offsets":[${begin},${offset}]}`,
     );
-    tensors.push({ name: item.name, dtype: item.dtype, shape: item.shape, data: item.data, begin, end: offset });
+    const tensor = { name: item.name, dtype: item.dtype, shape: item.shape, begin, end: offset };
+    tensors.push(item.data === undefined ? tensor : { ...tensor, data: item.data });
   }
   const json = new TextEncoder().encode(`{${parts.join(",")}}`);
   const padded = json.length + ((8 - (json.length % 8)) % 8);
