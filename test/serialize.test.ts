@@ -11,6 +11,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, test } from "node:test";
 import { deserialize, isSafetensorError, type SafetensorErrorCode, serialize } from "../src/index.js";
 import { saveFile } from "../src/node.js";
+import { fill } from "./helpers/fill.js";
 
 const u8 = (...values: number[]) => new Uint8Array(values);
 const t = (dtype: string, shape: number[], data: ArrayBufferView) => ({ dtype, shape, data });
@@ -267,7 +268,7 @@ describe("saveFile", () => {
   });
 
   /** Replace one `fs` function (as seen by every ESM importer) for the duration of `body`. */
-  function withFsPatched<K extends "writeSync" | "renameSync" | "fchmodSync" | "fsyncSync">(
+  function withFsPatched<K extends "writeSync" | "writevSync" | "renameSync" | "fchmodSync" | "fsyncSync">(
     name: K,
     replacement: (original: (typeof fs)[K]) => (typeof fs)[K],
     body: () => void,
@@ -295,19 +296,61 @@ describe("saveFile", () => {
   test("a write failing midway (disk full) leaves no temporary file and the old target intact", () => {
     const target = path.join(dir, "model.safetensors");
     fs.writeFileSync(target, "old content");
-    let calls = 0;
+    let vectored = 0;
+    let single = 0;
+    // The vectored write stops short after the header; the continuation then finds the disk full.
     withFsPatched(
-      "writeSync",
+      "writevSync",
       (original) =>
-        ((...args: Parameters<typeof original>) => {
-          if (++calls === 2) throw errno("ENOSPC");
-          return (original as (...a: unknown[]) => number)(...args);
+        ((fd: number, buffers: readonly NodeJS.ArrayBufferView[], position?: number) => {
+          vectored++;
+          return original(fd, buffers.slice(0, 1), position);
         }) as typeof original,
-      () => throwsCode(() => saveFile(target, { a: t("U8", [3], u8(1, 2, 3)), b: t("U8", [1], u8(4)) }), "IoError"),
+      () =>
+        withFsPatched(
+          "writeSync",
+          () =>
+            (() => {
+              single++;
+              throw errno("ENOSPC");
+            }) as never,
+          () =>
+            throwsCode(() => saveFile(target, { a: t("U8", [3], u8(1, 2, 3)), b: t("U8", [1], u8(4)) }), "DiskFull"),
+        ),
     );
-    assert.ok(calls >= 2, "the injected failure was reached");
+    assert.deepEqual([vectored, single], [1, 1], "the short write was continued and the injected failure reached");
     assert.equal(fs.readFileSync(target, "utf8"), "old content");
     assert.deepEqual(fs.readdirSync(dir), ["model.safetensors"]);
+  });
+
+  test("short vectored writes are continued to the last byte", () => {
+    const target = path.join(dir, "model.safetensors");
+    const many = new Map(Array.from({ length: 3000 }, (_, i) => [`t${i}`, t("U8", [i % 7], fill(i % 7, i + 1))]));
+    let calls = 0;
+    withFsPatched(
+      "writevSync",
+      (original) =>
+        ((fd: number, buffers: readonly NodeJS.ArrayBufferView[], position?: number) => {
+          calls++;
+          assert.ok(buffers.length <= 1024);
+          // Write a few bytes less than asked, cutting a buffer in the middle.
+          const total = buffers.reduce((n, b) => n + b.byteLength, 0);
+          const want = Math.max(0, total - 5);
+          const cut: Uint8Array[] = [];
+          let left = want;
+          for (const b of buffers) {
+            if (left === 0) break;
+            const bytes = new Uint8Array(b.buffer, b.byteOffset, Math.min(b.byteLength, left));
+            cut.push(bytes);
+            left -= bytes.length;
+          }
+          return original(fd, cut, position);
+        }) as typeof original,
+      () => saveFile(target, many, { k: "v" }),
+    );
+    assert.ok(calls >= 3, `${calls} vectored writes for 3000 buffers`);
+    assert.deepEqual(new Uint8Array(fs.readFileSync(target)), serialize(many, { k: "v" }));
+    assert.deepEqual(listTemps(), []);
   });
 
   test("a failing rename leaves no temporary file and no target", () => {

@@ -35,7 +35,14 @@ export type SafetensorErrorCode =
   | "Closed"
   | "IoError"
   | "BackendUnavailable"
-  | "InvalidOption";
+  | "InvalidOption"
+  // Writing files (streaming writer, saves): a region written twice, bytes past a tensor's end, bytes never written,
+  // and the two IO failures a caller can act on (no space / file size limit; a read-only or forbidden directory).
+  | "WriteConflict"
+  | "WriteOutOfRange"
+  | "IncompleteWrite"
+  | "DiskFull"
+  | "NotWritable";
 
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";
