@@ -18,6 +18,25 @@
           }
         ]
       ]
+    },
+    {
+      "target_name": "safetensors_copy",
+      "sources": ["native/copy.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "conditions": [
+        [
+          "OS!='win'",
+          {
+            "cflags!": ["-O3"],
+            "cflags": ["-O2", "-Wall", "-Wextra"],
+            "cflags_c": ["-std=gnu11"],
+            "xcode_settings": {
+              "GCC_OPTIMIZATION_LEVEL": "2",
+              "OTHER_CFLAGS": ["-Wall", "-Wextra", "-std=gnu11"]
+            }
+          }
+        ]
+      ]
     }
   ]
 }

@@ -1,0 +1,96 @@
+/**
+ * Copying a byte range from one open file to another without decoding anything: `copy_file_range(2)` through the
+ * optional `safetensors_copy` addon (`native/copy.c`) where the OS has it, so the bytes stay in the kernel; otherwise
+ * positional reads and writes through one reused buffer. Node-only.
+ *
+ * The copy addon is its own small target, separate from the mmap addon: it uses plain Node-API only (one build
+ * serves every Node version) and loads on the first copy, not at import. `SAFETENSORS_NO_NATIVE=1` disables it too.
+ */
+import * as fs from "node:fs";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import { SafetensorError } from "../format/errors.js";
+import { writeAllAt } from "./node-write.js";
+
+interface CopyAddon {
+  copyRange(fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number): number;
+}
+
+const ADDON_URL = new URL("../../build/Release/safetensors_copy.node", import.meta.url);
+
+let addon: CopyAddon | null | undefined;
+
+function loadCopyAddon(): CopyAddon | null {
+  if (addon !== undefined) return addon;
+  addon = null;
+  if (/^(1|true|yes|on)$/i.test((process.env.SAFETENSORS_NO_NATIVE ?? "").trim())) return addon;
+  try {
+    const loaded = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<CopyAddon>;
+    if (typeof loaded.copyRange === "function") addon = loaded as CopyAddon;
+  } catch {
+    // Not built (no compiler at install time) or not loadable here: the JS copy below does the same work.
+  }
+  return addon;
+}
+
+/** errno names meaning "copy_file_range cannot do this pair of files": copy through memory instead. */
+const UNSUPPORTED = new Set(["ENOSYS", "EXDEV", "EINVAL", "EOPNOTSUPP", "ENOTSUP", "EBADF", "EPERM", "ETXTBSY"]);
+
+/** Buffer size of the fallback copy: large enough that system calls cost little, small enough to be cheap to hold. */
+export const COPY_BUFFER_BYTES = 8 << 20;
+
+/** How the last copies were done (for tests and the `doctor` command). */
+export const copyCounters = { kernel: 0, buffered: 0 };
+
+export interface CopyOptions {
+  /**
+   * The reused buffer of the fallback copy (its whole length is used), asked for only when the fallback runs; a fresh
+   * one of up to COPY_BUFFER_BYTES otherwise.
+   */
+  scratch?: () => Uint8Array;
+  /** Skip copy_file_range (tests of the fallback). */
+  buffered?: boolean;
+}
+
+/**
+ * Copy `length` bytes from `fdIn` at `positionIn` to `fdOut` at `positionOut`. Neither descriptor's file offset
+ * moves. Throws `IoError` if the input ends first. Errors from writing are the raw errno errors (callers map them).
+ */
+export function copyRange(
+  fdIn: number,
+  positionIn: number,
+  fdOut: number,
+  positionOut: number,
+  length: number,
+  options: CopyOptions = {},
+): void {
+  if (length === 0) return;
+  const native = options.buffered ? null : loadCopyAddon();
+  if (native) {
+    let copied: number | null = null;
+    try {
+      copied = native.copyRange(fdIn, positionIn, fdOut, positionOut, length);
+    } catch (error) {
+      if (!UNSUPPORTED.has(String((error as NodeJS.ErrnoException).code))) throw error;
+      // Positions are explicit, so starting over through memory rewrites the same bytes: no progress to track.
+    }
+    if (copied !== null) {
+      if (copied !== length) throw endOfInput(positionIn + copied);
+      copyCounters.kernel++;
+      return;
+    }
+  }
+  copyCounters.buffered++;
+  const scratch = options.scratch?.() ?? new Uint8Array(Math.min(length, COPY_BUFFER_BYTES));
+  for (let done = 0; done < length; ) {
+    const want = Math.min(scratch.length, length - done);
+    const got = fs.readSync(fdIn, scratch, 0, want, positionIn + done);
+    if (got === 0) throw endOfInput(positionIn + done);
+    writeAllAt(fdOut, scratch.subarray(0, got), positionOut + done);
+    done += got;
+  }
+}
+
+function endOfInput(at: number): SafetensorError {
+  return new SafetensorError("IoError", `cannot copy: the input ends at byte ${at} (the file shrank?)`);
+}
