@@ -49,14 +49,18 @@ export {
   type TensorInfo,
 } from "./format/header.js";
 export {
+  type LayoutPlan,
+  type LayoutTensor,
   type MetadataInput,
   type NamedTensors,
   type PlannedTensor,
+  planLayout,
   planSerialization,
   type SerializationPlan,
   type SerializeOptions,
   serialize,
   type TensorLike,
+  type TensorSpec,
 } from "./format/serialize.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
 export {
