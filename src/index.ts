@@ -64,6 +64,28 @@ export {
 } from "./format/serialize.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
 export {
+  type CheckedShards,
+  checkShardPath,
+  checkShards,
+  DEFAULT_FILENAME_PATTERN,
+  DEFAULT_MAX_INDEX_BYTES,
+  DEFAULT_MAX_SHARD_SIZE,
+  type FormatIndexOptions,
+  formatIndex,
+  INDEX_FILE_NAME,
+  type JsonValue,
+  type PlannedShard,
+  type PlanShardsOptions,
+  parseIndex,
+  parseSize,
+  planShards,
+  type ShardIndex,
+  type ShardItem,
+  type ShardLocation,
+  type ShardPlan,
+  shardFileName,
+} from "./shards/index.js";
+export {
   type ByteRange,
   type Dim,
   ELLIPSIS,

@@ -27,6 +27,15 @@ export {
   type SafetensorsWriter,
   type WriterOptions,
 } from "./io/stream-writer.js";
+export {
+  isShardedTarget,
+  type OpenShardedOptions,
+  openSharded,
+  type SavedShards,
+  type SaveShardedOptions,
+  ShardedFile,
+  saveSharded,
+} from "./shards/node.js";
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();

@@ -42,7 +42,10 @@ export type SafetensorErrorCode =
   | "WriteOutOfRange"
   | "IncompleteWrite"
   | "DiskFull"
-  | "NotWritable";
+  | "NotWritable"
+  // Sharded checkpoints.
+  | "InvalidIndex"
+  | "UnsafePath";
 
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";

@@ -1,0 +1,389 @@
+/**
+ * Sharded checkpoints on the local file system: `saveSharded` (huggingface_hub's names, assignment and index) and
+ * `openSharded` (one handle over all shards, the index checked against every shard's header).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { GetTensorOptions, SafetensorsFile, TensorSlice } from "../file.js";
+import { quoteName, SafetensorError } from "../format/errors.js";
+import type { Header, TensorInfo } from "../format/header.js";
+import { compareCodePoints, type MetadataInput, type NamedTensors, type TensorLike } from "../format/serialize.js";
+import { ioError } from "../io/node-file.js";
+import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "../io/node-write.js";
+import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node.js";
+import type { Tensor } from "../tensor.js";
+import {
+  checkShards,
+  DEFAULT_FILENAME_PATTERN,
+  DEFAULT_MAX_INDEX_BYTES,
+  type FormatIndexOptions,
+  formatIndex,
+  INDEX_FILE_NAME,
+  type JsonValue,
+  type PlanShardsOptions,
+  parseIndex,
+  planShards,
+  type ShardIndex,
+  type ShardLocation,
+  type ShardPlan,
+} from "./index.js";
+
+export interface OpenShardedOptions extends OpenFileOptions {
+  /** Largest index file read (default 64 MiB). */
+  maxIndexBytes?: number;
+}
+
+/** A sharded checkpoint opened as one: tensors are read from whichever shard holds them. */
+export class ShardedFile {
+  private files: Map<string, SafetensorsFile> | null;
+  private sortedKeys: string[] | null = null;
+
+  private constructor(
+    /** The directory shard paths are relative to. */
+    readonly directory: string,
+    /** The index file, or null for a directory holding a single `model.safetensors`. */
+    readonly indexPath: string | null,
+    readonly index: ShardIndex,
+    files: Map<string, SafetensorsFile>,
+    private readonly locations: ReadonlyMap<string, ShardLocation>,
+    /** Problems that do not stop loading: unlisted tensors, a `total_size` that disagrees, unknown index keys. */
+    readonly warnings: readonly string[],
+  ) {
+    this.files = files;
+  }
+
+  /** Open a checkpoint directory (its `model.safetensors.index.json`, or its only `model.safetensors`) or an index. */
+  static open(target: string, options: OpenShardedOptions = {}): ShardedFile {
+    const { indexPath, single } = locateIndex(target);
+    const directory = path.dirname(indexPath ?? single!);
+    const index = indexPath ? readIndex(indexPath, options.maxIndexBytes ?? DEFAULT_MAX_INDEX_BYTES) : null;
+    const files = new Map<string, SafetensorsFile>();
+    try {
+      if (!index) {
+        const file = openFile(single!, options);
+        files.set(path.basename(single!), file);
+        const name = path.basename(single!);
+        const weightMap = new Map(file.offsetKeys().map((key) => [key, name]));
+        const synthetic: ShardIndex = { metadata: new Map(), totalSize: null, weightMap, files: [name], warnings: [] };
+        const checked = checkShards(synthetic, new Map([[name, file.header]]));
+        return new ShardedFile(directory, null, synthetic, files, checked.locations, checked.warnings);
+      }
+      const realDirectory = realpath(directory);
+      const headers = new Map<string, Header>();
+      for (const name of index.files) {
+        const file = openFile(shardPath(directory, realDirectory, name), options);
+        files.set(name, file);
+        headers.set(name, file.header);
+      }
+      const checked = checkShards(index, headers);
+      return new ShardedFile(directory, indexPath, index, files, checked.locations, checked.warnings);
+    } catch (error) {
+      for (const file of files.values()) file.close();
+      throw error;
+    }
+  }
+
+  private get live(): Map<string, SafetensorsFile> {
+    if (!this.files) throw new SafetensorError("Closed", "sharded checkpoint is closed");
+    return this.files;
+  }
+
+  /** Tensor names sorted by code point. */
+  keys(): string[] {
+    this.sortedKeys ??= [...this.locations.keys()].sort(compareCodePoints);
+    return [...this.sortedKeys];
+  }
+
+  /** Tensor names in the index's order. */
+  indexKeys(): string[] {
+    return [...this.locations.keys()];
+  }
+
+  has(name: string): boolean {
+    return this.locations.has(name);
+  }
+
+  /** The index's `metadata` object. */
+  metadata(): ReadonlyMap<string, JsonValue> {
+    return this.index.metadata;
+  }
+
+  /** The shard files, in the index's order. */
+  get shards(): readonly string[] {
+    return this.index.files;
+  }
+
+  /** The open file of one shard (owned by this handle). */
+  shard(file: string): SafetensorsFile {
+    const shard = this.live.get(file);
+    if (!shard) throw new SafetensorError("InvalidOption", `no shard named ${quoteName(file)}`);
+    return shard;
+  }
+
+  /** Which shard holds a tensor. */
+  shardOf(name: string): string {
+    return this.locate(name).file;
+  }
+
+  private locate(name: string): ShardLocation {
+    const location = this.locations.get(name);
+    if (!location) throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
+    return location;
+  }
+
+  info(name: string): TensorInfo {
+    return this.locate(name).info;
+  }
+
+  getTensor(name: string, options?: GetTensorOptions): Tensor {
+    return this.shard(this.locate(name).file).getTensor(name, options);
+  }
+
+  getSlice(name: string): TensorSlice {
+    return this.shard(this.locate(name).file).getSlice(name);
+  }
+
+  /** Sum of the tensors' bytes. */
+  get dataBytes(): number {
+    let total = 0;
+    for (const location of this.locations.values()) total += location.info.byteLength;
+    return total;
+  }
+
+  close(): void {
+    for (const file of this.files?.values() ?? []) file.close();
+    this.files = null;
+  }
+
+  get closed(): boolean {
+    return this.files === null;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** Open a sharded checkpoint: a directory or an index file. */
+export function openSharded(target: string, options?: OpenShardedOptions): ShardedFile {
+  return ShardedFile.open(target, options);
+}
+
+/** Is `target` a sharded checkpoint (a directory, or a `*.index.json` file) rather than one safetensors file? */
+export function isShardedTarget(target: string): boolean {
+  try {
+    return fs.statSync(target).isDirectory() || target.endsWith(".index.json");
+  } catch {
+    return false;
+  }
+}
+
+function locateIndex(target: string): { indexPath: string | null; single: string | null } {
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(target);
+  } catch (error) {
+    throw ioError(error, `cannot open ${target}`);
+  }
+  if (!stat.isDirectory()) return { indexPath: target, single: null };
+  const standard = path.join(target, INDEX_FILE_NAME);
+  if (fs.existsSync(standard)) return { indexPath: standard, single: null };
+  const entries = fs.readdirSync(target);
+  const indexes = entries.filter((entry) => entry.endsWith(".safetensors.index.json"));
+  if (indexes.length === 1) return { indexPath: path.join(target, indexes[0]!), single: null };
+  if (indexes.length > 1) {
+    throw new SafetensorError(
+      "InvalidIndex",
+      `${target} holds several indexes (${indexes.join(", ")}): name the one to open`,
+    );
+  }
+  const single = entries.filter((entry) => entry.endsWith(".safetensors"));
+  if (single.length === 1) return { indexPath: null, single: path.join(target, single[0]!) };
+  throw new SafetensorError(
+    "InvalidIndex",
+    `${target} has no ${INDEX_FILE_NAME}${single.length > 1 ? ` and several .safetensors files: name one` : " and no .safetensors file"}`,
+  );
+}
+
+function readIndex(indexPath: string, maxBytes: number): ShardIndex {
+  let fd: number;
+  try {
+    fd = fs.openSync(indexPath, "r");
+  } catch (error) {
+    throw ioError(error, `cannot open ${indexPath}`);
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size > maxBytes) {
+      throw new SafetensorError("TooLarge", `index ${indexPath} is ${size} bytes, over the limit of ${maxBytes}`);
+    }
+    const bytes = Buffer.alloc(size);
+    for (let done = 0; done < size; ) {
+      const got = fs.readSync(fd, bytes, done, size - done, done);
+      if (got === 0) throw new SafetensorError("IoError", `${indexPath} shrank while being read`);
+      done += got;
+    }
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch {
+      throw new SafetensorError("InvalidIndex", `index ${indexPath} is not valid UTF-8`);
+    }
+    return parseIndex(text);
+  } catch (error) {
+    throw ioError(error, `cannot read ${indexPath}`);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function realpath(file: string): string {
+  try {
+    return fs.realpathSync(file);
+  } catch (error) {
+    throw ioError(error, `cannot open ${file}`);
+  }
+}
+
+/** The path of a shard, refusing one that resolves (through symlinks) outside the checkpoint's directory. */
+function shardPath(directory: string, realDirectory: string, name: string): string {
+  const joined = path.join(directory, name);
+  const real = realpath(joined);
+  const relative = path.relative(realDirectory, real);
+  if (relative === "" || relative.startsWith("..") || path.isAbsolute(relative)) {
+    throw new SafetensorError("UnsafePath", `shard ${quoteName(name)} resolves outside ${directory} (to ${real})`);
+  }
+  return joined;
+}
+
+export interface SaveShardedOptions extends PlanShardsOptions, AtomicWriteOptions, FormatIndexOptions {
+  /**
+   * As huggingface_hub: added to the index's metadata (after `total_size`) when sharded, to the file's metadata when
+   * one file holds everything.
+   */
+  metadata?: MetadataInput;
+  /** Metadata of every shard (default `{"format": "pt"}`, plus `metadata` for a single file; null for none). */
+  shardMetadata?: MetadataInput;
+  /** Remove files of an earlier save that this one does not replace, as huggingface_hub does (default true). */
+  removeStale?: boolean;
+  maxHeaderBytes?: number;
+}
+
+export interface SavedShards {
+  readonly plan: ShardPlan;
+  /** Paths written: shards, then the index. */
+  readonly files: readonly string[];
+}
+
+function entries<T>(input: NamedTensors<TensorLike & T>): [string, TensorLike & T][] {
+  if (input instanceof Map) return [...input.entries()];
+  if (typeof (input as Iterable<unknown>)[Symbol.iterator] === "function") {
+    return [...(input as Iterable<readonly [string, TensorLike & T]>)].map(([k, v]) => [k, v]);
+  }
+  return Object.entries(input as Record<string, TensorLike & T>);
+}
+
+function metadataEntries(input: MetadataInput): [string, string][] {
+  if (input === null || input === undefined) return [];
+  return input instanceof Map ? [...input] : Object.entries(input as Record<string, string>);
+}
+
+/**
+ * Write tensors as a checkpoint directory the way huggingface_hub's `save_torch_state_dict` does: the same shard
+ * assignment (tensors in input order; views of the same bytes count as shared storage), the same file names, the
+ * same index. Each file is written atomically; the index last, then stale files of an earlier save are removed.
+ */
+export function saveSharded(dir: string, tensors: NamedTensors, options: SaveShardedOptions = {}): SavedShards {
+  const list = entries(tensors);
+  if (list.length === 0) throw new SafetensorError("InvalidTensor", "no tensors to save");
+  const byName = new Map(list);
+  const plan = planShards(
+    list.map(([name, tensor]) => ({ name, size: tensor.data.byteLength, storage: storageKey(tensor.data) })),
+    options,
+  );
+  const userMetadata = metadataEntries(options.metadata);
+  const shardMetadata =
+    options.shardMetadata !== undefined
+      ? options.shardMetadata
+      : new Map([["format", "pt"], ...(plan.isSharded ? [] : userMetadata)]);
+  const fileOptions: SaveFileOptions = {
+    fsync: options.fsync,
+    mode: options.mode,
+    maxHeaderBytes: options.maxHeaderBytes,
+  };
+  const files = commitCheckpoint(dir, plan, options, userMetadata, (target, names) =>
+    saveFile(
+      target,
+      names.map((name) => [name, byName.get(name)!] as const),
+      shardMetadata,
+      fileOptions,
+    ),
+  );
+  return { plan, files };
+}
+
+/**
+ * Write a planned checkpoint: each shard through `writeShard` (atomic), the index (when sharded), then remove files
+ * of an earlier save in the same directory that match the pattern and were not written now.
+ */
+export function commitCheckpoint(
+  dir: string,
+  plan: ShardPlan,
+  options: SaveShardedOptions,
+  indexMetadata: readonly [string, string][],
+  writeShard: (target: string, tensors: readonly string[]) => void,
+): string[] {
+  for (const [key] of indexMetadata) {
+    if (key === "total_size") throw new SafetensorError("InvalidMetadata", "`total_size` is computed, not given");
+  }
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    throw ioError(error, `cannot create ${dir}`);
+  }
+  const pattern = options.filenamePattern ?? DEFAULT_FILENAME_PATTERN;
+  const written: string[] = [];
+  for (const shard of plan.shards) {
+    const target = path.join(dir, shard.file);
+    writeShard(target, shard.tensors);
+    written.push(target);
+  }
+  const indexName = `${pattern.replace("{suffix}", "")}.index.json`;
+  if (plan.isSharded) {
+    const metadata = new Map<string, JsonValue>([["total_size", plan.totalSize], ...indexMetadata]);
+    const text = new TextEncoder().encode(formatIndex(metadata, plan.weightMap, options));
+    const target = path.join(dir, indexName);
+    writeFileAtomic(target, (fd) => writeAllAt(fd, text, 0), options);
+    written.push(target);
+  }
+  if (options.removeStale ?? true) removeStale(dir, pattern, new Set(written.map((file) => path.basename(file))));
+  return written;
+}
+
+/** huggingface_hub's pattern for files of a save: prefix, optional `-0000i-of-0000N`, suffix, optional `.index.json`. */
+function removeStale(dir: string, pattern: string, keep: ReadonlySet<string>): void {
+  const [prefix, suffix] = pattern.split("{suffix}") as [string, string];
+  const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const matcher = new RegExp(`^${literal(prefix)}(-\\d{5}-of-\\d{5})?${literal(suffix)}(\\.index\\.json)?$`);
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (!entry.isFile() || keep.has(entry.name) || !matcher.test(entry.name)) continue;
+    try {
+      fs.unlinkSync(path.join(dir, entry.name));
+    } catch (error) {
+      throw ioError(error, `cannot remove the stale file ${entry.name}`);
+    }
+  }
+}
+
+const bufferIds = new WeakMap<ArrayBufferLike, number>();
+let nextBufferId = 0;
+
+/** Views of exactly the same bytes are one storage (tied weights); anything else is its own. */
+function storageKey(view: ArrayBufferView): string {
+  let id = bufferIds.get(view.buffer);
+  if (id === undefined) {
+    id = nextBufferId++;
+    bufferIds.set(view.buffer, id);
+  }
+  return `${id}:${view.byteOffset}:${view.byteLength}`;
+}
