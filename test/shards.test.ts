@@ -116,7 +116,7 @@ test("formatIndex writes huggingface_hub's and transformers' text byte for byte"
       }[]
     >("indexes.json");
   for (const c of cases) {
-    assert.equal(formatIndex(new Map(c.metadata), new Map(c.weight_map), { style: c.style }), c.text, c.style);
+    assert.equal(formatIndex(new Map(c.metadata), new Map(c.weight_map), { indexStyle: c.style }), c.text, c.style);
     const parsed = parseIndex(c.text);
     assert.deepEqual(
       [...parsed.weightMap],

@@ -172,7 +172,7 @@ export interface FormatIndexOptions {
    * "huggingface_hub" (default): keys in insertion order, no final newline, as `save_torch_state_dict` writes;
    * "transformers": keys sorted and a final newline, as `save_pretrained` writes.
    */
-  style?: "huggingface_hub" | "transformers";
+  indexStyle?: "huggingface_hub" | "transformers";
 }
 
 /**
@@ -184,7 +184,7 @@ export function formatIndex(
   weightMap: ReadonlyMap<string, string>,
   options: FormatIndexOptions = {},
 ): string {
-  const transformers = options.style === "transformers";
+  const transformers = options.indexStyle === "transformers";
   const root = new Map<string, JsonValue>([
     ["metadata", new Map(metadata)],
     ["weight_map", new Map(weightMap)],
