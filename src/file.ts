@@ -3,19 +3,10 @@
  * read on demand, each touching only its own bytes.
  */
 
-import { quoteName, SafetensorError } from "./format/errors.js";
 import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
-import { compareCodePoints } from "./format/serialize.js";
+import { HeaderView } from "./header-view.js";
 import type { SyncByteSource } from "./io/source.js";
-import {
-  fetchRanges,
-  gather,
-  gatherPieces,
-  parseSliceSpec,
-  planSlice,
-  type SliceIndex,
-  type SlicePlan,
-} from "./slice/index.js";
+import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
 import { Tensor } from "./tensor.js";
 
 export interface GetTensorOptions {
@@ -40,14 +31,9 @@ export interface TensorSlice {
   get(index: string | readonly SliceIndex[], options?: GetTensorOptions): Tensor;
 }
 
-export class SafetensorsFile {
-  readonly header: Header;
-  private source: SyncByteSource | null;
-  private sortedKeys: string[] | null = null;
-
+export class SafetensorsFile extends HeaderView<SyncByteSource> {
   private constructor(source: SyncByteSource, header: Header) {
-    this.source = source;
-    this.header = header;
+    super(source, header);
   }
 
   /** Read and validate the header of `source`. The file owns the source from here on and closes it. */
@@ -64,47 +50,6 @@ export class SafetensorsFile {
       source.close();
       throw error;
     }
-  }
-
-  /** Which byte source serves reads: "mmap", "pread" or "memory". */
-  get backend(): string {
-    return this.live.kind;
-  }
-
-  private get live(): SyncByteSource {
-    if (!this.source) throw new SafetensorError("Closed", "file is closed");
-    return this.source;
-  }
-
-  /** Tensor names sorted by code point (like the reference's `keys()`). */
-  keys(): string[] {
-    this.sortedKeys ??= [...this.header.tensors.keys()].sort(compareCodePoints);
-    return [...this.sortedKeys];
-  }
-
-  /** Tensor names in file-offset order. */
-  offsetKeys(): string[] {
-    return [...this.header.tensors.keys()];
-  }
-
-  metadata(): ReadonlyMap<string, string> | null {
-    return this.header.metadata;
-  }
-
-  has(name: string): boolean {
-    return this.header.tensors.has(name);
-  }
-
-  info(name: string): TensorInfo {
-    const info = this.header.tensors.get(name);
-    if (!info) throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
-    return info;
-  }
-
-  /** Absolute file offset and length of a tensor's bytes. */
-  byteRange(name: string): { offset: number; length: number } {
-    const info = this.info(name);
-    return { offset: this.header.dataStart + info.dataOffsets[0], length: info.byteLength };
   }
 
   /** Read one tensor, touching only its bytes. */
@@ -124,8 +69,7 @@ export class SafetensorsFile {
   /** A lazily read slice of a tensor. */
   getSlice(name: string): TensorSlice {
     const info = this.info(name);
-    const plan = (index: string | readonly SliceIndex[]) =>
-      planSlice(info.dtype, info.exactShape ?? info.shape, typeof index === "string" ? parseSliceSpec(index) : index);
+    const plan = (index: string | readonly SliceIndex[]) => this.slicePlan(name, index);
     return {
       name,
       dtype: info.dtype,
@@ -160,10 +104,6 @@ export class SafetensorsFile {
   close(): void {
     this.source?.close();
     this.source = null;
-  }
-
-  get closed(): boolean {
-    return this.source === null;
   }
 
   [Symbol.dispose](): void {

@@ -9,6 +9,15 @@ import { Tensor } from "./tensor.js";
 // slice planner's internals, the header reader's fast path) stay importable by path inside the repo but are not
 // part of the package. `test/package.test.ts` checks what a consumer sees.
 export {
+  type AsyncGetOptions,
+  type AsyncInput,
+  type AsyncOpenOptions,
+  type AsyncReadOptions,
+  AsyncSafetensorsFile,
+  type AsyncTensorSlice,
+  open,
+} from "./async-file.js";
+export {
   canDecode,
   canEncode,
   type EncodableDtype,
@@ -62,7 +71,25 @@ export {
   type TensorLike,
   type TensorSpec,
 } from "./format/serialize.js";
+export {
+  type CacheOptions,
+  type CoalesceOptions,
+  type Range,
+  withCache,
+  withCoalescing,
+  withConcurrencyLimit,
+} from "./io/async-decorators.js";
+export {
+  BlobSource,
+  type ByteSource,
+  type ByteSourceOpener,
+  MemoryByteSource,
+  type OpenedSource,
+  type ReadOptions,
+  SyncSourceAdapter,
+} from "./io/async-source.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
+export { type HttpOptions, HttpSource } from "./remote/http.js";
 export {
   type CheckedShards,
   checkShardPath,
@@ -108,6 +135,7 @@ declare global {
   // does not, the method is simply never called by the runtime.
   interface SymbolConstructor {
     readonly dispose: unique symbol;
+    readonly asyncDispose: unique symbol;
   }
 }
 

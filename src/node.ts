@@ -36,6 +36,8 @@ export {
   ShardedFile,
   saveSharded,
 } from "./shards/node.js";
+// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
+export { FileHandleSource, loadFileAsync, openAsync as open } from "./io/node-async.js";
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();

@@ -45,7 +45,10 @@ export type SafetensorErrorCode =
   | "NotWritable"
   // Sharded checkpoints.
   | "InvalidIndex"
-  | "UnsafePath";
+  | "UnsafePath"
+  // Async and remote sources.
+  | "HttpError"
+  | "SourceChanged";
 
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";
