@@ -171,14 +171,17 @@ export class AsyncSafetensorsFile extends HeaderView<ByteSource> {
     }
     const out = new Array<Uint8Array>(ranges.length);
     const wanted: number[] = [];
+    // Ranges inside the first read are served from it (copies, so that callers own what they get); ranges that
+    // start inside it are fetched from its end on.
+    const headEnd = this.head.length;
+    const fetched = ranges.map((r) => ({ start: Math.max(r.start, Math.min(r.end, headEnd)), end: r.end }));
     ranges.forEach((r, i) => {
-      // A copy, so that callers own what they get and cannot change the kept first read.
-      if (r.end <= this.head.length) out[i] = this.head.slice(r.start, r.end);
+      if (r.end <= headEnd) out[i] = this.head.slice(r.start, r.end);
       else if (r.end === r.start) out[i] = new Uint8Array(0);
       else wanted.push(i);
     });
     const { merged, members } = mergeRanges(
-      wanted.map((i) => ranges[i]!),
+      wanted.map((i) => fetched[i]!),
       options.maxGap ?? this.maxGap,
       this.maxReadBytes,
     );
@@ -186,8 +189,16 @@ export class AsyncSafetensorsFile extends HeaderView<ByteSource> {
       merged.map(async (range, m) => {
         const bytes = await this.readSpan(source, range.start, range.end - range.start, options.signal);
         for (const k of members[m]!) {
-          const r = ranges[wanted[k]!]!;
-          out[wanted[k]!] = bytes.subarray(r.start - range.start, r.end - range.start);
+          const i = wanted[k]!;
+          const [r, f] = [ranges[i]!, fetched[i]!];
+          const part = bytes.subarray(f.start - range.start, f.end - range.start);
+          if (f.start === r.start) out[i] = part;
+          else {
+            const whole = new Uint8Array(r.end - r.start);
+            whole.set(this.head.subarray(r.start));
+            whole.set(part, f.start - r.start);
+            out[i] = whole;
+          }
         }
       }),
     );

@@ -39,3 +39,16 @@ test("the core entry point imports nothing from Node", () => {
     );
   }
 });
+
+/** Pure modules that the core entry point may not reach yet (or not at all) but that must stay browser-safe. */
+const PURE = ["src/async-file.ts", "src/io/async-source.ts", "src/io/async-decorators.ts", "src/remote/http.ts"];
+
+test("pure modules import nothing from Node", () => {
+  for (const file of PURE) {
+    for (const [module, specifiers] of reachable(path.join(repoRoot, file))) {
+      for (const specifier of specifiers) {
+        assert.ok(specifier.startsWith("."), `${path.relative(repoRoot, module)} imports ${specifier}`);
+      }
+    }
+  }
+});
