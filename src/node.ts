@@ -20,6 +20,8 @@ import { Tensor } from "./tensor.js";
 
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
+// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
+export { FileHandleSource, loadFileAsync, openAsync as open } from "./io/node-async.js";
 export {
   type ChunkSource,
   createWriter,
@@ -36,8 +38,6 @@ export {
   ShardedFile,
   saveSharded,
 } from "./shards/node.js";
-// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
-export { FileHandleSource, loadFileAsync, openAsync as open } from "./io/node-async.js";
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();
