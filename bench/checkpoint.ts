@@ -3,12 +3,15 @@
  * 3 otherwise) and `build <path>` (write it with our own `saveFile`).
  *
  * Building holds only ONE buffer, the size of the largest tensor (250 MiB): every tensor is a view of its prefix.
- * Fresh pages cost ~16 µs each on the bench machine, so nothing else is allocated.
+ * Fresh pages cost 3-25 µs each on the machines measured so far, so nothing else is allocated.
  */
 import * as fs from "node:fs";
 import { pathToFileURL } from "node:url";
-import { openFile, saveFile } from "../src/node.js";
-import { byteLengthOf, checkpointSpec } from "./spec.js";
+import type { Lib } from "./figures/types.js";
+import { byteLengthOf, checkpointSpec, PACKAGE_NAME } from "./spec.js";
+
+/** The built package, as the benchmark measures it. */
+const { openFile, saveFile } = (await import(PACKAGE_NAME)) as Lib;
 
 /** Why `path` is not the expected checkpoint, or null when it is. */
 export function checkCheckpoint(path: string): string | null {
@@ -71,7 +74,7 @@ export function buildCheckpoint(path: string): void {
 function main(): void {
   const [command, path] = process.argv.slice(2);
   if (!path || (command !== "check" && command !== "build")) {
-    console.error("usage: checkpoint.ts check|build <path>");
+    console.error("usage: checkpoint.js check|build <path>");
     process.exit(2);
   }
   if (command === "check") {

@@ -3,11 +3,15 @@
 usage:
   ref_worker.py versions
   ref_worker.py make_pt <safetensors_path> <pt_path>
-  ref_worker.py <figure> <variant> <safetensors_path> <pt_path>
+  ref_worker.py page_fault_probe
+  ref_worker.py run '<json request>'
 
-Prints its result as the last stdout line: `RESULT {json}` with `ms` (wall time of just the operation,
-time.perf_counter_ns) and `rss_delta_mib` (VmRSS from /proc/self/status after minus before).
-Imports (torch, safetensors) happen before anything is measured.
+`run`: the request (built by the orchestrator from the figure's file in bench/figures/) carries the figure's Python
+source, which defines `run(ctx, state)` and optionally `setup(ctx)` and `finish(ctx, state, value)`. torch,
+`safe_open` and `load_file` are imported BEFORE the window unless the figure times the import itself
+(`library_in_window`). Prints `RESULT {json}` as the last stdout line: `ms` (wall time of just `run`,
+time.perf_counter_ns; the median of the calls when the figure repeats) and `rss_delta_mib` (VmRSS of
+/proc/self/status after minus before, after gc.collect()).
 """
 
 import gc
@@ -17,11 +21,7 @@ import sys
 import time
 import traceback
 
-TENSOR_32MIB = "model.layers.0.self_attn.q_proj.weight"
-SLICE_TENSOR = "model.embed_tokens.weight"
 TOUCH_STRIDE = 4096
-SLICE_REPEAT = 1000
-SLICE_REPEAT_WARMUP = 100
 
 
 def emit(result):
@@ -44,14 +44,10 @@ def touch_pages(tensor):
     return int(tensor.reshape(-1).view(torch.uint8)[::TOUCH_STRIDE].sum())
 
 
-def measure(operation):
-    gc.collect()
-    before = rss_mib()
-    start = time.perf_counter_ns()
-    value = operation()
-    elapsed = time.perf_counter_ns() - start
-    after = rss_mib()
-    return value, elapsed / 1e6, after - before
+def first_and_last(tensor):
+    """The first and last element (as Python numbers), which reads one page at each end."""
+    flat = tensor.reshape(-1)
+    return flat[0].item() + flat[-1].item()
 
 
 def median(values):
@@ -60,80 +56,40 @@ def median(values):
     return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
-def run_figure(figure, variant, st_path, pt_path):
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import load_file
+def run_request(request):
+    namespace = {"touch_pages": touch_pages, "first_and_last": first_and_last}
+    if not request.get("library_in_window"):
+        import torch
+        from safetensors import safe_open
+        from safetensors.torch import load_file
 
-    extra = {}
-    if figure == "open":
-        if variant == "load_file":
-            value, ms, rss = measure(lambda: load_file(st_path))
-        elif variant == "safe_open":
-            value, ms, rss = measure(lambda: safe_open(st_path, "pt"))
-        else:
-            raise ValueError(f"unknown variant {variant}")
-        extra["tensors"] = len(value.keys())
-    elif figure == "tensor_view_32mib":
-        f = safe_open(st_path, "pt")
-        value, ms, rss = measure(lambda: f.get_tensor(TENSOR_32MIB))
-        extra["bytes"] = value.numel() * value.element_size()
-    elif figure == "tensor_owned_32mib":
-        f = safe_open(st_path, "pt")
-
-        def owned():
-            t = f.get_tensor(TENSOR_32MIB).clone()
-            touch_pages(t)
-            return t
-
-        value, ms, rss = measure(owned)
-        extra["bytes"] = value.numel() * value.element_size()
-    elif figure == "slice_8_rows":
-        f = safe_open(st_path, "pt")
-        value, ms, rss = measure(lambda: f.get_slice(SLICE_TENSOR)[0:8])
-        extra["bytes"] = value.numel() * value.element_size()
-        for _ in range(SLICE_REPEAT_WARMUP):
-            f.get_slice(SLICE_TENSOR)[0:8]
+        namespace.update(torch=torch, safe_open=safe_open, load_file=load_file)
+    exec(compile(request["code"], f"<figure {request['figure']}>", "exec"), namespace)
+    ctx = dict(request.get("context") or {})
+    ctx.update(path=request["path"], pt=request.get("pt"), scratch=request.get("scratch"), extra={})
+    state = namespace["setup"](ctx) if "setup" in namespace else None
+    run = namespace["run"]
+    repeat = request.get("repeat")
+    gc.collect()
+    before = rss_mib()
+    if repeat:
+        for _ in range(repeat["warmup"]):
+            run(ctx, state)
         times = []
-        for _ in range(SLICE_REPEAT):
+        value = None
+        for _ in range(repeat["calls"]):
             start = time.perf_counter_ns()
-            f.get_slice(SLICE_TENSOR)[0:8]
+            value = run(ctx, state)
             times.append((time.perf_counter_ns() - start) / 1e6)
-        extra["inprocess_median_ms"] = median(times)
-    elif figure == "touch_all":
-
-        def touch_all():
-            f = safe_open(st_path, "pt")
-            total = 0.0
-            for name in f.offset_keys():
-                flat = f.get_tensor(name).reshape(-1)
-                total += flat[0].item() + flat[-1].item()
-            return f, total
-
-        value, ms, rss = measure(touch_all)
-    elif figure == "load_all":
-        if variant == "torch_load":
-            if not pt_path or not os.path.isfile(pt_path):
-                emit({"ok": False, "unavailable": "no .pt twin for torch.load"})
-                return
-
-            def load():
-                tensors = torch.load(pt_path, mmap=False, weights_only=True)
-                return tensors, sum(touch_pages(t) for t in tensors.values())
-
-        elif variant == "load_file":
-
-            def load():
-                tensors = load_file(st_path)
-                return tensors, sum(touch_pages(t) for t in tensors.values())
-
-        else:
-            raise ValueError(f"unknown variant {variant}")
-        value, ms, rss = measure(load)
-        extra["tensors"] = len(value[0])
+        ms = median(times)
     else:
-        raise ValueError(f"unknown figure {figure}")
-    emit({"ok": True, "ms": ms, "rss_delta_mib": rss, "extra": extra})
+        start = time.perf_counter_ns()
+        value = run(ctx, state)
+        ms = (time.perf_counter_ns() - start) / 1e6
+    after = rss_mib()
+    if "finish" in namespace:
+        namespace["finish"](ctx, state, value)
+    emit({"ok": True, "ms": ms, "rss_delta_mib": after - before, "extra": ctx["extra"]})
 
 
 def versions():
@@ -141,8 +97,6 @@ def versions():
 
     import safetensors
     import torch
-    from safetensors import safe_open  # noqa: F401
-    from safetensors.torch import load_file  # noqa: F401
 
     emit(
         {
@@ -154,6 +108,31 @@ def versions():
             },
         }
     )
+
+
+def page_fault_probe():
+    """First touch of fresh 4 KiB pages (anonymous memory, hugepages refused), in µs per page.
+
+    One write per page over 256 MiB, minus the same loop over the now-resident pages (the loop's own cost).
+    """
+    import mmap
+
+    size = 256 << 20
+    pages = size // 4096
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        m.madvise(mmap.MADV_NOHUGEPAGE)
+    offsets = range(0, size, 4096)
+    start = time.perf_counter_ns()
+    for i in offsets:
+        m[i] = 1
+    first = time.perf_counter_ns() - start
+    start = time.perf_counter_ns()
+    for i in offsets:
+        m[i] = 2
+    second = time.perf_counter_ns() - start
+    m.close()
+    emit({"ok": True, "extra": {"first_touch_us": (first - second) / pages / 1e3, "pages": pages}})
 
 
 def make_pt(st_path, pt_path):
@@ -177,10 +156,12 @@ def main(argv):
     try:
         if argv[:1] == ["versions"]:
             versions()
+        elif argv[:1] == ["page_fault_probe"]:
+            page_fault_probe()
         elif argv[:1] == ["make_pt"] and len(argv) == 3:
             make_pt(argv[1], argv[2])
-        elif len(argv) == 4:
-            run_figure(*argv)
+        elif argv[:1] == ["run"] and len(argv) == 2:
+            run_request(json.loads(argv[1]))
         else:
             emit({"ok": False, "error": f"bad arguments {argv!r}; see the docstring"})
             return 2

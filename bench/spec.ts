@@ -1,13 +1,34 @@
 /**
- * Shared constants of the benchmark: the synthetic checkpoint's layout, figure names and file locations.
- * No imports from src/ here, so the orchestrator can load it without touching the library.
+ * The synthetic checkpoint's layout and the constants every side of the benchmark shares (ours, the reference's
+ * Python code, the orchestrator). No library imports here: the orchestrator and the workers load it before (or
+ * without) the library.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
-export const REPO_DIR = path.dirname(BENCH_DIR);
-/** The harness's own scratch directory (gitignored). */
+/**
+ * The package root: the nearest directory above this module whose package.json is ours. Found by walking up, so the
+ * answer is the same whether this file runs as bench/spec.ts or compiled under bench/out/js/.
+ */
+function findRepo(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    try {
+      const pkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { name?: string };
+      if (pkg.name === PACKAGE_NAME) return dir;
+    } catch {}
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error(`no package.json named ${PACKAGE_NAME} above ${import.meta.url}`);
+    dir = parent;
+  }
+}
+
+/** What users import; the workers resolve it through the package's own `exports` (self-reference), so dist/. */
+export const PACKAGE_NAME = "safetensors-ts";
+export const REPO_DIR = findRepo();
+export const BENCH_DIR = path.join(REPO_DIR, "bench");
+/** The harness's own scratch directory (gitignored): checkpoint files, compiled harness, JSON output. */
 export const DEFAULT_OUT_DIR = path.join(BENCH_DIR, "out");
 
 export const CHECKPOINT_NAME = "llama-synthetic-5l-fp16.safetensors";
@@ -46,56 +67,9 @@ export function byteLengthOf(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1) * 2;
 }
 
-export const FIGURES = [
-  "open",
-  "tensor_view_32mib",
-  "tensor_owned_32mib",
-  "slice_8_rows",
-  "touch_all",
-  "load_all",
-] as const;
-export type Figure = (typeof FIGURES)[number];
-
-/**
- * The backend rows of the table. `pread-no-addon` is the pread backend with the native addon disabled
- * (`SAFETENSORS_NO_NATIVE=1` in the worker's environment): plain Node fs reads into plain memory.
- */
-export const BACKENDS = ["mmap", "pread", "pread-no-addon"] as const;
-export type BenchBackend = (typeof BACKENDS)[number];
-/** The rows measured with the addon loaded, which the issue's four per-backend acceptance checks cover. */
-export const CHECKED_BACKENDS = ["mmap", "pread"] as const satisfies readonly BenchBackend[];
-
-/** What each backend row runs: the library's `backend` option, and whether the native addon is disabled. */
-export const BACKEND_RUN: Record<BenchBackend, { library: "mmap" | "pread"; noNative: boolean }> = {
-  mmap: { library: "mmap", noNative: false },
-  pread: { library: "pread", noNative: false },
-  "pread-no-addon": { library: "pread", noNative: true },
-};
-/** The environment variable that makes `loadNative()` return null. */
-export const NO_NATIVE_ENV = "SAFETENSORS_NO_NATIVE";
-
 /** Tensor names used by the single-tensor figures. */
 export const TENSOR_32MIB = "model.layers.0.self_attn.q_proj.weight";
 export const SLICE_TENSOR = "model.embed_tokens.weight";
 export const SLICE_SPEC = "0:8";
 /** Touch stride: one byte per 4 KiB page, so lazily faulted memory is really paid for. */
 export const TOUCH_STRIDE = 4096;
-/** In-process repeated slice: calls after warm-up whose median is reported. */
-export const SLICE_REPEAT = 1000;
-export const SLICE_REPEAT_WARMUP = 100;
-
-/** What a worker prints as its last stdout line, prefixed by `RESULT `. */
-export interface WorkerResult {
-  ok: boolean;
-  /** Wall time of just the measured operation. */
-  ms?: number;
-  /** RSS after minus RSS before the operation, MiB. */
-  rss_delta_mib?: number;
-  /** The figure cannot be measured here (missing backend or method): not an error. */
-  unavailable?: string;
-  error?: string;
-  /** Figure-specific extras (in-process slice median, backend actually used, ...). */
-  extra?: Record<string, number | string>;
-}
-
-export const RESULT_PREFIX = "RESULT ";

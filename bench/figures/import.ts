@@ -1,0 +1,42 @@
+import { PACKAGE_NAME } from "../spec.js";
+import { defineFigure } from "./types.js";
+
+/**
+ * Import time in a fresh process: everything the library does at import (loading the addon, priming the header
+ * reader) is in this window, never moved out of it.
+ */
+export default defineFigure<void>({
+  name: "import",
+  section: "import",
+  method: {
+    ours: `\`await import("${PACKAGE_NAME}")\` (the built package's Node entry), first thing in a fresh process`,
+    reference:
+      "`import torch, safetensors; from safetensors import safe_open; from safetensors.torch import load_file`, first thing in a fresh process (extra line: `import safetensors` alone)",
+  },
+  backends: ["auto", "pread-no-addon"],
+  libraryInWindow: true,
+  ours: { kind: "in-process", run: () => import(PACKAGE_NAME) },
+  reference: {
+    kind: "python",
+    label: "import torch, safetensors, safetensors.torch",
+    code: `
+def run(ctx, state):
+    import torch
+    import safetensors
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+`,
+  },
+  referenceExtras: [
+    {
+      key: "safetensors_only",
+      kind: "python",
+      label: "import safetensors; from safetensors import safe_open",
+      code: `
+def run(ctx, state):
+    import safetensors
+    from safetensors import safe_open
+`,
+    },
+  ],
+});

@@ -1,0 +1,36 @@
+/**
+ * The figure registry: every figure `npm run bench` measures, in report order. To add one, write
+ * bench/figures/<name>.ts exporting a `Figure` (see ./types.ts: our side, the reference's side, the goal) and add
+ * it to this list; the orchestrator, both workers, the tables, the JSON and the acceptance checks pick it up.
+ */
+import cliHash from "./cli-hash.js";
+import cliInspect from "./cli-inspect.js";
+import importTime from "./import.js";
+import loadAll from "./load-all.js";
+import loadViews from "./load-views.js";
+import open from "./open.js";
+import openWarm from "./open-warm.js";
+import { slice8Rows, slice8RowsInProcess } from "./slice-8-rows.js";
+import tensorOwned32Mib from "./tensor-owned-32mib.js";
+import tensorView32Mib from "./tensor-view-32mib.js";
+import touchAll from "./touch-all.js";
+import type { Figure } from "./types.js";
+
+export const FIGURES: readonly Figure[] = [
+  importTime,
+  open,
+  openWarm,
+  loadViews,
+  touchAll,
+  loadAll,
+  tensorView32Mib,
+  tensorOwned32Mib,
+  slice8Rows,
+  slice8RowsInProcess,
+  cliInspect,
+  cliHash,
+];
+
+export function figureNamed(name: string): Figure | undefined {
+  return FIGURES.find((f) => f.name === name);
+}
