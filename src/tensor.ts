@@ -42,7 +42,13 @@ const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 export class Tensor {
   readonly dtype: Dtype;
   readonly shape: readonly number[];
+  /**
+   * The bytes. A view of a mapped file becomes empty (length 0) when the file is closed, never dangling; the methods
+   * below then throw `Closed` instead of quietly returning nothing.
+   */
   readonly data: Uint8Array;
+  /** The byte length the tensor was made with, to tell a detached (emptied) buffer from an empty tensor. */
+  readonly #byteLength: number;
 
   constructor(dtype: Dtype | string, shape: readonly number[], data: Uint8Array) {
     const info = dtypeInfo(String(dtype));
@@ -57,6 +63,19 @@ export class Tensor {
     this.dtype = info.name;
     this.shape = Object.freeze([...shape]);
     this.data = data;
+    this.#byteLength = data.byteLength;
+  }
+
+  /** `data`, or `Closed` when the memory it viewed has been released (file closed, buffer freed or detached). */
+  #live(): Uint8Array {
+    const data = this.data;
+    if (data.byteLength !== this.#byteLength) {
+      throw new SafetensorError(
+        "Closed",
+        `the tensor's memory was released (its file was closed or its buffer freed); copy it first with clone() or getTensor(name, { memory: "owned" })`,
+      );
+    }
+    return data;
   }
 
   /** Number of elements (1 for a scalar). */
@@ -67,7 +86,7 @@ export class Tensor {
   }
 
   get byteLength(): number {
-    return this.data.byteLength;
+    return this.#live().byteLength;
   }
 
   /**
@@ -78,18 +97,21 @@ export class Tensor {
     const info = dtypeOf(this.dtype);
     const Ctor = CONSTRUCTORS[info.typedArray];
     const size = Ctor.BYTES_PER_ELEMENT;
-    const length = this.data.byteLength / size;
-    if (this.data.byteOffset % size === 0 && (LITTLE_ENDIAN_HOST || size === 1)) {
-      return new Ctor(this.data.buffer, this.data.byteOffset, length);
+    const data = this.#live();
+    const length = data.byteLength / size;
+    // An empty tensor may sit on a detached buffer, which no typed array can be constructed over.
+    if (length === 0) return new Ctor(0);
+    if (data.byteOffset % size === 0 && (LITTLE_ENDIAN_HOST || size === 1)) {
+      return new Ctor(data.buffer, data.byteOffset, length);
     }
-    const copy = this.data.slice();
+    const copy = data.slice();
     if (!LITTLE_ENDIAN_HOST) swapBytes(copy, size);
     return new Ctor(copy.buffer, 0, length);
   }
 
   /** Decode to float32 (every dtype but C64; integers are converted to the nearest float). */
   toFloat32(): Float32Array {
-    return toFloat32(this.dtype, this.data, { count: this.numel });
+    return toFloat32(this.dtype, this.#live(), { count: this.numel });
   }
 
   /** Encode float32 values (round to nearest even, with each format's overflow and NaN rules). */
@@ -104,7 +126,7 @@ export class Tensor {
 
   /** A copy that owns its bytes. */
   clone(): Tensor {
-    return new Tensor(this.dtype, this.shape, this.data.slice());
+    return new Tensor(this.dtype, this.shape, this.#live().slice());
   }
 }
 

@@ -3,15 +3,16 @@
  * and validate agree with the reference's view of every corpus file; get writes the right bytes; exit codes.
  */
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
+import { formatInspect, inspectJson } from "../src/cli/inspect-format.js";
 import { main } from "../src/cli/main.js";
 import { loadNative } from "../src/io/native.js";
-import { deserialize, saveFile, Tensor } from "../src/node.js";
+import { deserialize, parseHeaderFromBuffer, saveFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles, repoRoot } from "./helpers/corpus.js";
 
 async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -26,6 +27,26 @@ async function cli(...argv: string[]): Promise<{ code: number; stdout: string; s
     },
   });
   return { code, stdout, stderr };
+}
+
+/** A file with `count` empty tensors (a big header, no data), written without going through the writer. */
+function manyTensors(count: number): Uint8Array {
+  const tensors = new Map<string, Tensor>();
+  const empty = new Uint8Array(0);
+  for (let i = 0; i < count; i++) tensors.set(`model.layers.${i}.mlp.weight`, new Tensor("BF16", [0, 8], empty));
+  return serialize(tensors);
+}
+
+/**
+ * The CLI as a separate process from the sources (as bin/safetensors.js runs them without dist/). A placeholder
+ * comes first: node would take a first argument "inspect" after -e for its debugger.
+ */
+function cliProcess(args: string[]) {
+  const entry = new URL("../src/cli/main.ts", import.meta.url).href;
+  const script = `import(${JSON.stringify(entry)}).then(async (m) => { process.exitCode = await m.main(process.argv.slice(2)); })`;
+  return spawn(process.execPath, ["--import", "tsx", "-e", script, "safetensors", ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
 }
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
@@ -139,6 +160,33 @@ describe("cli", () => {
     const run = await cli("doctor");
     assert.equal(run.code, 0);
     assert.match(run.stdout, loadNative() ? /default backend \(auto\): mmap/ : /default backend \(auto\): pread/);
+  });
+
+  test("output into a pipe closed early (| head -1): quiet, exit 0", async () => {
+    const file = path.join(tmp, "many.safetensors");
+    fs.writeFileSync(file, manyTensors(5000)); // a ~400 KB table: more than a pipe holds
+    const child = cliProcess(["inspect", file]);
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const firstChunk = await new Promise<string>((resolve) =>
+      child.stdout.once("data", (chunk) => resolve(String(chunk))),
+    );
+    child.stdout.destroy(); // what head does after its first line
+    const status = await new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+    assert.match(firstChunk, /many\.safetensors: .* 5,000 tensors/);
+    assert.equal(stderr, "");
+    assert.equal(status, 0);
+  });
+
+  test("inspect of 200k tensors (no spread of every row into Math.max)", () => {
+    const bytes = manyTensors(200_000);
+    const header = parseHeaderFromBuffer(bytes);
+    const table = formatInspect("many", header);
+    assert.match(table, /^model\.layers\.199999\.mlp\.weight +BF16 +\[0, 8\] +0$/m);
+    assert.match(table, /^total +200,000 +0 +0$/m);
+    assert.equal(JSON.parse(inspectJson(header)).tensors.length, 200_000);
   });
 
   test("the bin script runs (npx safetensors)", () => {

@@ -50,6 +50,15 @@ function printable(name: string): string {
   return name === "" || /[\p{C}\p{Z}]/u.test(name) ? JSON.stringify(name) : name;
 }
 
+/** Widest cell per column. A loop, not `Math.max(...cells)`: spreading ~123k arguments overflows V8's stack. */
+function columnWidths(titles: string[], rows: string[][]): number[] {
+  const widths = titles.map((title) => title.length);
+  for (const row of rows) {
+    for (let i = 0; i < widths.length; i++) widths[i] = Math.max(widths[i]!, row[i]!.length);
+  }
+  return widths;
+}
+
 export function formatInspect(path: string, header: Header, backend?: string): string {
   const rows = [...header.tensors.values()].map((info) => [
     printable(info.name),
@@ -58,7 +67,7 @@ export function formatInspect(path: string, header: Header, backend?: string): s
     group(info.byteLength),
   ]);
   const titles = ["name", "dtype", "shape", "bytes"];
-  const widths = titles.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
+  const widths = columnWidths(titles, rows);
   const line = (cells: string[]) =>
     cells
       .map((cell, i) => (i === 3 ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
@@ -66,7 +75,7 @@ export function formatInspect(path: string, header: Header, backend?: string): s
       .trimEnd();
   const out: string[] = [];
   out.push(
-    `${path}: ${group(header.fileLength)} bytes (${humanBytes(header.fileLength)}), header ${group(header.headerLength)} bytes, ${header.tensors.size} tensors${backend ? `, backend ${backend}` : ""}`,
+    `${path}: ${group(header.fileLength)} bytes (${humanBytes(header.fileLength)}), header ${group(header.headerLength)} bytes, ${group(header.tensors.size)} tensors${backend ? `, backend ${backend}` : ""}`,
   );
   if (header.metadata) {
     out.push(`metadata (${header.metadata.size} keys):`);
@@ -91,7 +100,7 @@ export function formatInspect(path: string, header: Header, backend?: string): s
   const totalRows = totals.map(([dtype, t]) => [dtype, group(t.tensors), group(t.parameters), group(t.bytes)]);
   totalRows.push(["total", group(header.tensors.size), group(parameterCount(header)), group(header.dataLength)]);
   const tt = ["dtype", "tensors", "parameters", "bytes"];
-  const tw = tt.map((title, i) => Math.max(title.length, ...totalRows.map((row) => row[i]!.length)));
+  const tw = columnWidths(tt, totalRows);
   const tline = (cells: string[]) =>
     cells.map((cell, i) => (i === 0 ? cell.padEnd(tw[i]!) : cell.padStart(tw[i]!))).join("  ");
   out.push(tline(tt));

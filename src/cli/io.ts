@@ -6,10 +6,20 @@ export interface Io {
   stderr: (text: string) => void;
 }
 
+/**
+ * Standard output is written with synchronous writes to fd 1, not `process.stdout`: a reader that goes away
+ * (`| head`) then fails the write at once with EPIPE, which `main` turns into a quiet exit, instead of an
+ * unhandled 'error' event on the stream after the command has already run to the end.
+ */
 export const processIo: Io = {
-  stdout: (text) => process.stdout.write(text),
+  stdout: (text) => writeBytesToStdout(Buffer.from(text, "utf8")),
   stderr: (text) => process.stderr.write(text),
 };
+
+/** The reader of our standard output has gone (`safetensors inspect big | head -1`). */
+export function isBrokenPipe(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException | undefined)?.code === "EPIPE";
+}
 
 /** Raw bytes to standard output (fd 1), synchronously, whatever kind of file or pipe it is. */
 export function writeBytesToStdout(bytes: Uint8Array): void {

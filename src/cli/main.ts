@@ -9,7 +9,7 @@ import { backendOf, parseOptions, splitAtCommand, UsageError } from "./args.js";
 import type { Command } from "./command.js";
 import { COMMANDS } from "./commands.js";
 import { commandHelp, topLevelHelp, usageHint } from "./help.js";
-import { type Io, processIo } from "./io.js";
+import { type Io, isBrokenPipe, processIo } from "./io.js";
 import { didYouMean } from "./suggest.js";
 
 export type { Io } from "./io.js";
@@ -61,6 +61,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       io.stderr(`safetensors: ${error.message}\n${hint}`);
       return 2;
     }
+    // Output cut short by its reader is what the reader asked for (as ripgrep does): exit 0, say nothing.
+    if (isBrokenPipe(error)) return 0;
     if (isSafetensorError(error)) {
       io.stderr(`error[${error.code}]: ${error.message}\n`);
       return 1;
