@@ -8,7 +8,7 @@ usage:
 
 `run`: the request (built by the orchestrator from the figure's file in bench/figures/) carries the figure's Python
 source, which defines `run(ctx, state)` and optionally `setup(ctx)` and `finish(ctx, state, value)`. torch,
-`safe_open` and `load_file` are imported BEFORE the window unless the figure times the import itself
+`safe_open`, `load_file` and `save_file` are imported BEFORE the window unless the figure times the import itself
 (`library_in_window`). Prints `RESULT {json}` as the last stdout line: `ms` (wall time of just `run`,
 time.perf_counter_ns; the median of the calls when the figure repeats) and `rss_delta_mib` (VmRSS of
 /proc/self/status after minus before, after gc.collect()).
@@ -61,9 +61,9 @@ def run_request(request):
     if not request.get("library_in_window"):
         import torch
         from safetensors import safe_open
-        from safetensors.torch import load_file
+        from safetensors.torch import load_file, save_file
 
-        namespace.update(torch=torch, safe_open=safe_open, load_file=load_file)
+        namespace.update(torch=torch, safe_open=safe_open, load_file=load_file, save_file=save_file)
     exec(compile(request["code"], f"<figure {request['figure']}>", "exec"), namespace)
     ctx = dict(request.get("context") or {})
     ctx.update(path=request["path"], pt=request.get("pt"), scratch=request.get("scratch"), extra={})

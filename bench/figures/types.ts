@@ -10,7 +10,7 @@
  *   process (`argv`). `referenceExtras`: more reference lines shown beside it (not used for the ratio).
  * - `goal`: the ratio reference/ours the default backend ("auto") must reach, optionally with an RSS bound.
  *
- * Python helpers available to the code: `torch`, `safe_open`, `load_file` (imported before the timed window unless
+ * Python helpers available to the code: `torch`, `safe_open`, `load_file`, `save_file` (imported before the timed window unless
  * `libraryInWindow`), `touch_pages(t)`, `first_and_last(t)`, and `ctx` = the JSON `context` below plus `path`, `pt`.
  */
 import type * as Library from "../../src/node.js";

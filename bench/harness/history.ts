@@ -41,7 +41,7 @@ export function readHistory(file: string): HistoryRun[] {
 
 export function machineLine(m: Machine): string {
   const fault = m.pageFaultUs === null ? "fault probe failed" : `4 KiB first touch ${m.pageFaultUs.toFixed(1)} µs`;
-  return `${m.cpu} ×${m.cores}, ${m.kernel}, ${fault}, THP ${m.thp.enabled}`;
+  return `${m.cpu} ×${m.cores}, ${m.kernel}, ${fault}, THP ${m.thp.enabled}, load average at start ${m.loadStart}`;
 }
 
 export function historyRun(date: Date, machine: Machine, runs: number, results: readonly FigureResult[]): HistoryRun {

@@ -204,6 +204,7 @@ export function textReport(run: Run): string {
 
 interface JsonSide {
   label: string;
+  rss?: string;
   status: Series["status"];
   median_ms: number | null;
   min_ms: number | null;
@@ -214,10 +215,11 @@ interface JsonSide {
   extras?: Record<string, number | string>;
 }
 
-function jsonSide(s: Series): JsonSide {
+function jsonSide(s: Series, wholeProcess = false): JsonSide {
   const ok = s.status === "ok";
   return {
     label: s.label,
+    ...(wholeProcess ? { rss: "peak RSS of the whole process (warm-up run), MiB" } : {}),
     status: s.status,
     median_ms: ok ? s.medianMs! : null,
     min_ms: ok ? s.minMs! : null,
@@ -235,8 +237,10 @@ export function jsonReport(run: Run): unknown {
     section: r.figure.section ?? "main",
     process: r.figure.ours.kind === "process",
     goal: r.figure.goal ?? null,
-    ours: Object.fromEntries(Object.entries(r.ours).map(([b, s]) => [b, jsonSide(s)])),
-    reference: jsonSide(r.reference),
+    ours: Object.fromEntries(
+      Object.entries(r.ours).map(([b, s]) => [b, jsonSide(s, r.figure.ours.kind === "process")]),
+    ),
+    reference: jsonSide(r.reference, r.figure.reference.kind === "process"),
     reference_extras: Object.fromEntries(Object.entries(r.extras).map(([k, s]) => [k, jsonSide(s)])),
     ratio: ratio(r.reference, r.ours.auto),
     ratios: Object.fromEntries(Object.entries(r.ours).map(([b, s]) => [b, ratio(r.reference, s)])),
