@@ -18,6 +18,7 @@ import {
   type ReadOptions,
   throwIfAborted,
 } from "./io/async-source.js";
+import { type HfOptions, resolveHfUrl } from "./remote/hf.js";
 import { type HttpOptions, HttpSource } from "./remote/http.js";
 import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
 import { Tensor } from "./tensor.js";
@@ -50,9 +51,9 @@ export interface AsyncReadOptions {
   signal?: AbortSignal;
 }
 
-export interface AsyncOpenOptions extends HeaderOptions, AsyncReadOptions, HttpOptions {}
+export interface AsyncOpenOptions extends HeaderOptions, AsyncReadOptions, HttpOptions, HfOptions {}
 
-/** What `open` accepts: a source, a Blob/File, bytes in memory, or an http(s) URL. */
+/** What `open` accepts: a source, a Blob/File, bytes in memory, or an http(s):// or hf:// URL. */
 export type AsyncInput = ByteSource | ByteSourceOpener | Blob | ArrayBuffer | ArrayBufferView | string | URL;
 
 export interface AsyncGetOptions extends ReadOptions {}
@@ -75,12 +76,20 @@ function option(value: number | undefined, fallback: number, name: string, min =
 }
 
 /** Turn what `open` accepts into a source or an opener. */
-export function toSource(input: AsyncInput, options: HttpOptions = {}): ByteSource | ByteSourceOpener {
+export function toSource(input: AsyncInput, options: HttpOptions & HfOptions = {}): ByteSource | ByteSourceOpener {
+  if (typeof input === "string" && /^hf:\/\//i.test(input)) {
+    const { url, headers } = resolveHfUrl(input, options);
+    // Headers given by the caller win over the token's Authorization.
+    new Headers(options.headers).forEach((value, key) => {
+      headers.set(key, value);
+    });
+    return new HttpSource(url, { ...options, headers });
+  }
   if (typeof input === "string" || input instanceof URL) return new HttpSource(input, options);
   if (typeof Blob !== "undefined" && input instanceof Blob) return new BlobSource(input);
   if (input instanceof ArrayBuffer || ArrayBuffer.isView(input)) return new MemoryByteSource(input);
   if (isOpener(input) || typeof (input as ByteSource).read === "function") return input as ByteSource;
-  throw new SafetensorError("InvalidOption", "open() takes a ByteSource, a Blob, bytes or an http(s) URL");
+  throw new SafetensorError("InvalidOption", "open() takes a ByteSource, a Blob, bytes or an http(s):// or hf:// URL");
 }
 
 /**

@@ -89,6 +89,7 @@ export {
   SyncSourceAdapter,
 } from "./io/async-source.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
+export { DEFAULT_HF_ENDPOINT, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
 export { type HttpOptions, HttpSource } from "./remote/http.js";
 export {
   type CheckedShards,

@@ -21,7 +21,7 @@ import { Tensor } from "./tensor.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
 // `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
-export { FileHandleSource, loadFileAsync, openAsync as open } from "./io/node-async.js";
+export { FileHandleSource, loadFileAsync, type NodeOpenOptions, openAsync as open } from "./io/node-async.js";
 export {
   type ChunkSource,
   createWriter,
@@ -29,6 +29,7 @@ export {
   type SafetensorsWriter,
   type WriterOptions,
 } from "./io/stream-writer.js";
+export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,
   type OpenShardedOptions,

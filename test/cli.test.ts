@@ -14,20 +14,7 @@ import { main } from "../src/cli/main.js";
 import { loadNative } from "../src/io/native.js";
 import { deserialize, parseHeaderFromBuffer, saveFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles, repoRoot } from "./helpers/corpus.js";
-
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
+import { cli } from "./helpers/run-cli.js";
 
 /** A file with `count` empty tensors (a big header, no data), written without going through the writer. */
 function manyTensors(count: number): Uint8Array {

@@ -41,7 +41,13 @@ test("the core entry point imports nothing from Node", () => {
 });
 
 /** Pure modules that the core entry point may not reach yet (or not at all) but that must stay browser-safe. */
-const PURE = ["src/async-file.ts", "src/io/async-source.ts", "src/io/async-decorators.ts", "src/remote/http.ts"];
+const PURE = [
+  "src/async-file.ts",
+  "src/io/async-source.ts",
+  "src/io/async-decorators.ts",
+  "src/remote/http.ts",
+  "src/remote/hf.ts",
+];
 
 test("pure modules import nothing from Node", () => {
   for (const file of PURE) {

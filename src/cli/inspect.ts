@@ -1,13 +1,16 @@
 /** `safetensors inspect`: the header as a table with totals, or as stable JSON. */
+import type { Header } from "../format/header.js";
 import { openFile } from "../node.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { formatInspect, inspectJson } from "./inspect-format.js";
+import { isRemoteLocation, withRemote } from "./location.js";
 
 export const command = defineCommand({
-  usage: "inspect FILE [--json] [--verbose]",
+  usage: "inspect FILE|URL [--json] [--verbose]",
   description: `Print a file's metadata, one line per tensor (name, dtype, shape, bytes) in file order, and totals by
-dtype with the parameter count. Only the header is read.
+dtype with the parameter count. Only the header is read (for a URL — http(s)://, hf://ORG/REPO[@REV]/PATH,
+s3://BUCKET/KEY — usually with one request).
 
 --json prints {"file_bytes","header_bytes","metadata","parameters","tensors":[{"name","dtype","shape",
 "data_offsets"}]} with tensors in file order; header_bytes is N, the JSON header's size.`,
@@ -15,12 +18,16 @@ dtype with the parameter count. Only the header is read.
     json: { type: "boolean", help: "print the stable JSON form" },
     verbose: { type: "boolean", help: "also name the read backend in use" },
   },
-  run({ values, positionals }, { io, backend }) {
+  async run({ values, positionals }, { io, backend }) {
     if (positionals.length !== 1) throw new UsageError("inspect takes exactly one FILE");
     const path = positionals[0]!;
+    const print = (file: { header: Header; backend: string }) => {
+      if (values.json) io.stdout(`${inspectJson(file.header)}\n`);
+      else io.stdout(formatInspect(path, file.header, values.verbose ? file.backend : undefined));
+      return 0;
+    };
+    if (isRemoteLocation(path)) return withRemote(path, async (file) => print(file));
     using file = openFile(path, { backend: backend ?? "auto" });
-    if (values.json) io.stdout(`${inspectJson(file.header)}\n`);
-    else io.stdout(formatInspect(path, file.header, values.verbose ? file.backend : undefined));
-    return 0;
+    return print(file);
   },
 });

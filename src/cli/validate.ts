@@ -3,20 +3,22 @@ import { isSafetensorError } from "../format/errors.js";
 import { openFile } from "../node.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { isRemoteLocation, withRemote } from "./location.js";
 
 export const command = defineCommand({
-  usage: "validate FILE...",
+  usage: "validate FILE|URL...",
   description: `Check each file's header and layout as the reader does. Prints "ok" per valid file on standard output
 and "error[CODE]: message" per invalid one on standard error (each prefixed with the file name when several are
 given). Exit status 1 when any file is invalid.`,
   options: {},
-  run({ positionals }, { io, backend }) {
+  async run({ positionals }, { io, backend }) {
     if (positionals.length === 0) throw new UsageError("validate takes one or more FILEs");
     const prefix = (path: string) => (positionals.length > 1 ? `${path}: ` : "");
     let status = 0;
     for (const path of positionals) {
       try {
-        openFile(path, { backend: backend ?? "auto" }).close();
+        if (isRemoteLocation(path)) await withRemote(path, async () => {});
+        else openFile(path, { backend: backend ?? "auto" }).close();
         io.stdout(`${prefix(path)}ok\n`);
       } catch (error) {
         if (!isSafetensorError(error)) throw error;

@@ -5,6 +5,7 @@
 import * as fsp from "node:fs/promises";
 import { type AsyncInput, type AsyncOpenOptions, AsyncSafetensorsFile, toSource } from "../async-file.js";
 import { SafetensorError } from "../format/errors.js";
+import { resolveS3, type S3Options } from "../remote/s3.js";
 import type { Tensor } from "../tensor.js";
 import { type ByteSource, type ReadOptions, throwIfAborted } from "./async-source.js";
 import { ioError } from "./node-file.js";
@@ -74,22 +75,53 @@ export class FileHandleSource implements ByteSource {
 
 const URL_SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
 
+export interface NodeOpenOptions extends AsyncOpenOptions, S3Options {}
+
 /**
- * `open` for Node: a path opens a local file with a FileHandle; http(s) URLs, Blobs, bytes and sources as in the
- * core's `open`.
+ * Options filled from the environment where not given: HF_ENDPOINT, HF_TOKEN; AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION), and the endpoint from
+ * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or S3_ENDPOINT.
  */
-export async function openAsync(input: AsyncInput, options: AsyncOpenOptions = {}): Promise<AsyncSafetensorsFile> {
+export function withEnvironment(options: NodeOpenOptions, env: NodeJS.ProcessEnv = process.env): NodeOpenOptions {
+  return {
+    ...options,
+    hfEndpoint: options.hfEndpoint ?? env.HF_ENDPOINT,
+    hfToken: options.hfToken ?? env.HF_TOKEN,
+    s3Endpoint: options.s3Endpoint ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL ?? env.S3_ENDPOINT,
+    s3Region: options.s3Region ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+    s3AccessKeyId: options.s3AccessKeyId ?? env.AWS_ACCESS_KEY_ID,
+    s3SecretAccessKey: options.s3SecretAccessKey ?? env.AWS_SECRET_ACCESS_KEY,
+    s3SessionToken: options.s3SessionToken ?? env.AWS_SESSION_TOKEN,
+  };
+}
+
+/** True for what `openAsync` reads over the network: http(s)://, hf://, s3:// locations. */
+export function isRemoteLocation(input: string): boolean {
+  return /^(https?|hf|s3):\/\//i.test(input);
+}
+
+/**
+ * `open` for Node: a path opens a local file with a FileHandle; `s3://BUCKET/KEY` reads an object store (SigV4 when
+ * credentials are set); http(s)://, hf://, Blobs, bytes and sources as in the core's `open`. Hub and AWS settings
+ * come from the environment unless given.
+ */
+export async function openAsync(input: AsyncInput, options: NodeOpenOptions = {}): Promise<AsyncSafetensorsFile> {
   if (typeof input === "string" && !URL_SCHEME.test(input)) {
     return AsyncSafetensorsFile.open(await FileHandleSource.open(input), options);
   }
-  return AsyncSafetensorsFile.open(toSource(input, options), options);
+  const resolved = withEnvironment(options);
+  if (typeof input === "string" && /^s3:\/\//i.test(input)) {
+    const { url, http } = resolveS3(input, resolved);
+    return AsyncSafetensorsFile.open(toSource(url, http), resolved);
+  }
+  return AsyncSafetensorsFile.open(toSource(input, resolved), resolved);
 }
 
 /**
  * Read every tensor of a file (path or URL) without blocking the event loop: the data region is read in
  * `maxReadBytes` pieces, concurrently. Tensors are in file order and own their memory.
  */
-export async function loadFileAsync(input: AsyncInput, options: AsyncOpenOptions = {}): Promise<Map<string, Tensor>> {
+export async function loadFileAsync(input: AsyncInput, options: NodeOpenOptions = {}): Promise<Map<string, Tensor>> {
   const file = await openAsync(input, options);
   try {
     return await file.getTensors(undefined, { signal: options.signal });

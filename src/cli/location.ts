@@ -1,0 +1,19 @@
+/**
+ * Commands take a local path or a remote location (http(s)://, hf://, s3://) alike. Remote ones are read with the
+ * async reader: one request for headers under 1 MiB, the file pinned by its ETag/Last-Modified/size (a change while
+ * reading is SourceChanged), HF_* and AWS_* settings from the environment.
+ */
+import type { AsyncSafetensorsFile } from "../async-file.js";
+import { isRemoteLocation, openAsync } from "../io/node-async.js";
+
+export { isRemoteLocation };
+
+/** Open a remote location; `use` runs with the file, which is closed afterwards. */
+export async function withRemote<T>(location: string, use: (file: AsyncSafetensorsFile) => Promise<T>): Promise<T> {
+  const file = await openAsync(location);
+  try {
+    return await use(file);
+  } finally {
+    await file.close();
+  }
+}
