@@ -10,7 +10,6 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
 import { formatInspect, inspectJson } from "../src/cli/inspect-format.js";
-import { main } from "../src/cli/main.js";
 import { loadNative } from "../src/io/native.js";
 import { deserialize, parseHeaderFromBuffer, saveFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles, repoRoot } from "./helpers/corpus.js";
