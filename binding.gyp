@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "safetensors_native",
-      "sources": ["native/safetensors_native.c"],
+      "sources": ["native/safetensors_native.c", "native/unaccounted.cc", "native/header_scan.c"],
       "defines": ["NAPI_VERSION=8"],
       "conditions": [
         [

@@ -42,6 +42,12 @@
 
 #include <node_api.h>
 
+/* unaccounted.cc */
+int st_unaccounted_supported(void);
+int st_unaccounted_arraybuffer(napi_env env, void *data, size_t length, napi_value *out);
+/* header_scan.c */
+napi_value st_js_scan_header(napi_env env, napi_callback_info info);
+
 #define HUGE_PAGE_SIZE ((size_t)2 << 20)
 /* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
 #define MAX_WINDOW_LENGTH ((double)4294967296.0)
@@ -175,15 +181,16 @@ static int get_index(napi_env env, napi_value value, const char *name, double ma
 /* ------------------------------------------------------------------------------------------------------ */
 /* Opening a file and reading its first bytes in one call */
 
-/* openHead(path, headLength) -> [fd, fileSize, ArrayBuffer of the first min(headLength, fileSize) bytes].
- * One call instead of open + fstat + two preads through node:fs: opening a file is most of what reading a
- * safetensors header costs, so this is what makes a first open fast. The fd is the caller's to close. */
+/* openHead(path, head: Uint8Array, info: Float64Array) -> bytes read into `head`; info[0] = fd, info[1] = size.
+ * One call instead of open + fstat + pread through node:fs, writing into buffers the caller reuses: opening a file
+ * is most of what reading a safetensors header costs, so this is what makes an open fast. The fd is the caller's to
+ * close. Reads min(head.length, size) bytes. */
 static napi_value js_open_head(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
+  size_t argc = 3;
+  napi_value argv[3];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 2) {
-    throw_code(env, EINVAL, "openHead(path, headLength) needs 2 arguments");
+  if (argc < 3) {
+    throw_code(env, EINVAL, "openHead(path, head, info) needs 3 arguments");
     return NULL;
   }
   char path[4096];
@@ -196,8 +203,18 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
     throw_code(env, ENAMETOOLONG, "path is too long or contains a NUL byte");
     return NULL;
   }
-  uint64_t head_length = 0;
-  if (get_index(env, argv[1], "headLength", 1 << 30, &head_length) != 0) return NULL;
+  napi_typedarray_type head_type, info_type;
+  size_t head_length = 0, info_length = 0;
+  void *head = NULL, *out = NULL;
+  bool is_typedarray = false;
+  if (napi_is_typedarray(env, argv[1], &is_typedarray) != napi_ok || !is_typedarray ||
+      napi_get_typedarray_info(env, argv[1], &head_type, &head_length, &head, NULL, NULL) != napi_ok ||
+      head_type != napi_uint8_array || napi_is_typedarray(env, argv[2], &is_typedarray) != napi_ok ||
+      !is_typedarray || napi_get_typedarray_info(env, argv[2], &info_type, &info_length, &out, NULL, NULL) != napi_ok ||
+      info_type != napi_float64_array || info_length < 2) {
+    throw_code(env, EINVAL, "openHead(path, head, info) needs a Uint8Array and a Float64Array of 2");
+    return NULL;
+  }
 
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -216,17 +233,10 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
     throw_code(env, S_ISDIR(st.st_mode) ? EISDIR : ENODEV, "not a regular file");
     return NULL;
   }
-  size_t want = (uint64_t)st.st_size < head_length ? (size_t)st.st_size : (size_t)head_length;
-  void *data = NULL;
-  napi_value head;
-  if (napi_create_arraybuffer(env, want, &data, &head) != napi_ok) {
-    close(fd);
-    throw_code(env, ENOMEM, "cannot allocate the head buffer");
-    return NULL;
-  }
+  size_t want = (uint64_t)st.st_size < head_length ? (size_t)st.st_size : head_length;
   size_t done = 0;
   while (done < want) {
-    ssize_t got = pread(fd, (uint8_t *)data + done, want - done, (off_t)done);
+    ssize_t got = pread(fd, (uint8_t *)head + done, want - done, (off_t)done);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       int err = got < 0 ? errno : EIO;
@@ -236,11 +246,10 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
     }
     done += (size_t)got;
   }
-  napi_value result, fd_value, size_value;
-  if (napi_create_array_with_length(env, 3, &result) != napi_ok || napi_create_int32(env, fd, &fd_value) != napi_ok ||
-      napi_create_double(env, (double)st.st_size, &size_value) != napi_ok ||
-      napi_set_element(env, result, 0, fd_value) != napi_ok || napi_set_element(env, result, 1, size_value) != napi_ok ||
-      napi_set_element(env, result, 2, head) != napi_ok) {
+  ((double *)out)[0] = (double)fd;
+  ((double *)out)[1] = (double)st.st_size;
+  napi_value result;
+  if (napi_create_double(env, (double)done, &result) != napi_ok) {
     close(fd);
     throw_code(env, ENOMEM, "cannot build the result");
     return NULL;
@@ -565,8 +574,26 @@ static napi_value js_window(napi_env env, napi_callback_info info) {
   m->windows[m->n_windows++] = w;
   atomic_fetch_add(&g_windows, 1);
 
-  if (napi_create_external_arraybuffer(env, m->addr + offset, (size_t)length, window_finalize, w, &result) !=
-      napi_ok) {
+  if (st_unaccounted_supported()) {
+    /* Not counted as external memory by V8 (see unaccounted.cc); our finalizer tracks its lifetime instead. */
+    if (st_unaccounted_arraybuffer(env, m->addr + offset, (size_t)length, &result) != 0) {
+      m->n_windows--;
+      free(w);
+      atomic_fetch_sub(&g_windows, 1);
+      throw_code(env, ENOMEM, "cannot create an ArrayBuffer for the window");
+      return NULL;
+    }
+    if (napi_add_finalizer(env, result, w, window_finalize, w, NULL) != napi_ok) {
+      /* Untracked, it could outlive the mapping: detach it and refuse. */
+      napi_detach_arraybuffer(env, result);
+      m->n_windows--;
+      free(w);
+      atomic_fetch_sub(&g_windows, 1);
+      throw_code(env, ENOMEM, "cannot track the window");
+      return NULL;
+    }
+  } else if (napi_create_external_arraybuffer(env, m->addr + offset, (size_t)length, window_finalize, w, &result) !=
+             napi_ok) {
     /* Node may or may not have called (or scheduled) the finalizer on this failure path, so w is left in place:
      * at worst a leak, never a double free. Unreachable in practice: the length is checked above. */
     throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for the window");
@@ -938,6 +965,12 @@ static napi_value make_number(napi_env env, double value) {
   return v;
 }
 
+static napi_value make_boolean(napi_env env, bool value) {
+  napi_value v = NULL;
+  napi_get_boolean(env, value, &v);
+  return v;
+}
+
 static napi_value js_stats(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
@@ -955,6 +988,7 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_property_descriptor props[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"scanHeader", NULL, st_js_scan_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},
       {"preadInto", NULL, js_pread_into, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -968,6 +1002,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"pageSize", NULL, NULL, NULL, NULL, make_number(env, (double)page_size()), napi_enumerable, NULL},
       {"hugePageSize", NULL, NULL, NULL, NULL, make_number(env, (double)HUGE_PAGE_SIZE), napi_enumerable, NULL},
       {"maxWindowLength", NULL, NULL, NULL, NULL, make_number(env, MAX_WINDOW_LENGTH), napi_enumerable, NULL},
+      {"uncountedWindows", NULL, NULL, NULL, NULL, make_boolean(env, st_unaccounted_supported() != 0), napi_enumerable,
+       NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
   return exports;

@@ -4,6 +4,7 @@
  */
 
 import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
+import { headerFromScan } from "./format/scanned.js";
 import { HeaderView } from "./header-view.js";
 import type { SyncByteSource } from "./io/source.js";
 import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
@@ -44,7 +45,11 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
         source.byteLength,
         options,
       );
-      const header = parseHeader(source.read(8, n), source.byteLength, options);
+      const bytes = source.read(8, n);
+      const records = source.scanHeader?.(bytes);
+      const header =
+        (records && headerFromScan(records, bytes, source.byteLength)) ??
+        parseHeader(bytes, source.byteLength, options);
       return new SafetensorsFile(source, header);
     } catch (error) {
       source.close();

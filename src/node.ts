@@ -11,8 +11,8 @@ import {
   type SerializeOptions,
   serialize,
 } from "./format/serialize.js";
-import { loadNative, nativeStatus } from "./io/native.js";
-import { MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
+import { loadNative, nativeHeaderScanner, nativeStatus } from "./io/native.js";
+import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
 import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
 import { type AtomicWriteOptions, writeBuffersAt, writeFileAtomic } from "./io/node-write.js";
 import { MemorySource, type SyncByteSource } from "./io/source.js";
@@ -40,9 +40,12 @@ export {
   saveSharded,
 } from "./shards/node.js";
 
+/** Rounds of the warm-up at import (each opens a 48-tensor header held in memory). */
+const PRIME_ROUNDS = 8;
+
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();
-primeHeaderReader();
+primeOpenPath();
 
 export type Backend = "auto" | "mmap" | "pread";
 
@@ -80,26 +83,28 @@ export function openFile(path: string, options: OpenFileOptions = {}): Safetenso
 }
 
 export interface LoadFileOptions extends OpenFileOptions {
+  /**
+   * Make every byte resident before returning. mmap: the mapping is populated (MAP_POPULATE, and a parallel touch
+   * of every page where first accesses stay slow), so reading the tensors never faults; pread reads everything in
+   * any case. Default false: with mmap nothing is read until a tensor's bytes are used, as the reference's
+   * `load_file` does.
+   */
+  populate?: boolean;
   /** pread backend: largest single read buffer (default and maximum 2^32, Node 20's largest Uint8Array). */
   maxBufferBytes?: number;
 }
 
 /**
- * Read every tensor of a file, in file order, reading the data region in one go: with "pread" (also what "auto"
- * picks here) the data region is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed)
- * memory, and tensors are views of it; with "mmap" the file is mapped with MAP_POPULATE and tensors are views of the
- * mapping (kept alive by the tensors themselves, released by GC), sharing the page cache instead of copying it.
+ * Every tensor of a file, in file order. With "mmap" (what "auto" picks when the addon is there) the tensors are
+ * zero-copy views of the mapped file, kept alive by the tensors themselves and unmapped when the last is garbage
+ * collected (there is nothing to close); nothing is read until used, unless `populate`. With "pread" the data region
+ * is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory the tensors own.
  */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
-  // "auto" reads into (hugepage-backed) memory: measured on a 2.4 GiB checkpoint, one pread plus a touch of every page
-  // took ~0.4 s, while mmap+MAP_POPULATE plus the same touch took ~1 s (page-table work dominates on 4 KiB pages).
-  // An explicit "mmap" keeps the file in the shared page cache instead of a private copy.
-  const backend = options.backend === undefined || options.backend === "auto" ? "pread" : options.backend;
-  const source = openSource(path, backend, true);
+  const source = openSource(path, options.backend ?? "auto", options.populate === true);
   const file = SafetensorsFile.open(source, options);
   const tensors = new Map<string, Tensor>();
   if (source instanceof MmapSource) {
-    // The mapping is not closed: the views keep it alive until they are garbage collected.
     for (const name of file.offsetKeys()) tensors.set(name, file.getTensor(name));
     source.releaseDescriptor();
     return tensors;
@@ -153,19 +158,45 @@ export function saveFile(
 }
 
 /**
- * Runs the header reader over a small built-in file when the module loads, so that V8 compiles it (and its regular
+ * Runs the open path over a small built-in header when the module loads, so that V8 compiles it (and its regular
  * expressions) then rather than inside the first `openFile`: lazy compilation and cold inline caches made a first
- * open several times slower than the next ones. Costs about a millisecond at import.
+ * open several times slower than the next ones. The native scanner and the open-and-read call are exercised too
+ * (the first call of each paid for symbol binding and page faults of the addon's code). Counted in import time.
  */
-function primeHeaderReader(): void {
+function primeOpenPath(): void {
   const tensors = new Map<string, Tensor>();
   for (let i = 0; i < 48; i++) {
     tensors.set(`model.layers.${i}.weight`, new Tensor(i % 2 ? "F16" : "BF16", [2, 2], new Uint8Array(8)));
   }
   const bytes = serialize(tensors, { format: "pt" });
-  for (let round = 0; round < 2; round++) {
-    const file = SafetensorsFile.open(new MemorySource(bytes));
+  const scanHeader = nativeHeaderScanner();
+  for (let round = 0; round < PRIME_ROUNDS; round++) {
+    const source = new MemorySource(bytes);
+    // The native reader on odd rounds, the JavaScript one on even rounds: both are warm after import.
+    if (scanHeader && round % 2 === 1) Object.assign(source, { scanHeader });
+    const file = SafetensorsFile.open(source);
     file.getTensor("model.layers.0.weight");
     file.close();
+  }
+  const addonPath = nativeStatus().path;
+  if (loadNative() && addonPath) {
+    // The addon's own file (tens of KiB: past the bytes read at open) stands in for a checkpoint: open it both ways,
+    // read from the head, through the mapping and by pread, and close.
+    try {
+      for (const backend of ["mmap", "pread"] as const) {
+        const source = openSource(addonPath, backend);
+        try {
+          source.read(0, 8);
+          if (source.byteLength > HEAD_BYTES + 8192) {
+            new Tensor("U8", [4096], source.read(HEAD_BYTES + 4096, 4096));
+            source.readOwned(HEAD_BYTES, 64);
+          }
+        } finally {
+          source.close();
+        }
+      }
+    } catch {
+      // Only a warm-up: an addon file that cannot be read again changes nothing.
+    }
   }
 }

@@ -1,5 +1,5 @@
 import { fromFloat32, toFloat32 } from "./codecs/index.js";
-import { byteSize, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "./format/dtypes.js";
+import { byteSize, byteSizeNumber, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "./format/dtypes.js";
 import { SafetensorError } from "./format/errors.js";
 
 export type TypedArray =
@@ -53,15 +53,16 @@ export class Tensor {
   constructor(dtype: Dtype | string, shape: readonly number[], data: Uint8Array) {
     const info = dtypeInfo(String(dtype));
     if (!info) throw new SafetensorError("UnknownDtype", `unknown dtype ${JSON.stringify(dtype)}`);
-    const size = byteSize(info.name, shape);
-    if (size === null || BigInt(data.byteLength) !== size) {
+    const quick = byteSizeNumber(info.name, shape);
+    const size = quick === undefined ? byteSize(info.name, shape) : quick;
+    if (size === null || (typeof size === "number" ? data.byteLength !== size : BigInt(data.byteLength) !== size)) {
       throw new SafetensorError(
         "InvalidTensor",
         `${info.name} [${shape.join(", ")}] needs ${size ?? "a whole number of"} bytes, got ${data.byteLength}`,
       );
     }
     this.dtype = info.name;
-    this.shape = Object.freeze([...shape]);
+    this.shape = Object.freeze(shape.slice());
     this.data = data;
     this.#byteLength = data.byteLength;
   }

@@ -137,3 +137,17 @@ export function byteSize(dtype: Dtype, shape: readonly (number | bigint)[]): big
   const bits = elementCount(shape) * BigInt(dtypeOf(dtype).bits);
   return bits % 8n === 0n ? bits / 8n : null;
 }
+
+/**
+ * `byteSize` as a number when every intermediate product is exact in a double (every real tensor), else undefined
+ * (use `byteSize`). Avoids BigInt arithmetic on the per-tensor hot path (~1 µs a tensor before V8 optimizes it).
+ */
+export function byteSizeNumber(dtype: Dtype, shape: readonly (number | bigint)[]): number | null | undefined {
+  let bits = dtypeOf(dtype).bits;
+  for (const dim of shape) {
+    if (typeof dim !== "number") return undefined;
+    bits *= dim;
+    if (bits > Number.MAX_SAFE_INTEGER) return undefined;
+  }
+  return bits % 8 === 0 ? bits / 8 : null;
+}

@@ -104,8 +104,16 @@ export function parseHeader(headerBytes: Uint8Array, fileLength: number, options
   } catch (cause) {
     throw new SafetensorError("InvalidHeaderUtf8", "header is not valid UTF-8", { cause });
   }
-  const { metadata, entries } = readHeaderJsonFast(text) ?? readHeaderJson(text);
-  const headerLength = headerBytes.length;
+  return headerFromJson(readHeaderJsonFast(text) ?? readHeaderJson(text), headerBytes.length, fileLength, options);
+}
+
+/** Steps 6–7 over a parsed header (from the readers here, or from a native scanner that agrees with them). */
+export function headerFromJson(
+  { metadata, entries }: HeaderJson,
+  headerLength: number,
+  fileLength: number,
+  options: HeaderOptions = {},
+): Header {
   const tensors = validate(entries, options.overflowCheck ?? "reference");
   let dataLength = 0;
   for (const info of tensors.values()) dataLength = info.dataOffsets[1];
@@ -443,8 +451,15 @@ function readU64List(cursor: JsonCursor, bad: (what: string) => void): U64[] | n
 
 /** Steps 6: offsets tile the data region, sizes agree with dtype × shape. */
 function validate(entries: Entry[], overflowCheck: "reference" | "exact"): Map<string, TensorInfo> {
-  // Stable sort by (begin, end), the reference's order.
-  const sorted = entries.slice().sort((a, b) => cmp(a.begin, b.begin) || cmp(a.end, b.end));
+  // Stable sort by (begin, end), the reference's order; headers are almost always in that order already.
+  const byOffsets = (a: Entry, b: Entry) => cmp(a.begin, b.begin) || cmp(a.end, b.end);
+  let sorted = entries;
+  for (let i = 1; i < entries.length; i++) {
+    if (byOffsets(entries[i - 1]!, entries[i]!) > 0) {
+      sorted = entries.slice().sort(byOffsets);
+      break;
+    }
+  }
   const tensors = new Map<string, TensorInfo>();
   let start: U64 = 0;
   for (const entry of sorted) {
@@ -463,15 +478,15 @@ function validate(entries: Entry[], overflowCheck: "reference" | "exact"): Map<s
     // holds; such numbers are caught there (they cannot equal a real file length) — keep them exact until then.
     const beginNumber = Number(begin);
     const endNumber = Number(end);
-    const exact = shape.some((dim) => typeof dim === "bigint");
-    tensors.set(name, {
-      name,
-      dtype,
-      shape: shape.map(Number),
-      ...(exact ? { exactShape: shape.map((dim) => BigInt(dim)) } : {}),
-      dataOffsets: [beginNumber, endNumber],
-      byteLength: endNumber - beginNumber,
-    });
+    let exact = false;
+    for (const dim of shape) exact ||= typeof dim === "bigint";
+    const dataOffsets: [number, number] = [beginNumber, endNumber];
+    const byteLength = endNumber - beginNumber;
+    // Entries are the readers' own arrays, so an all-number shape is used as it is.
+    const info: TensorInfo = exact
+      ? { name, dtype, shape: shape.map(Number), exactShape: shape.map(BigInt), dataOffsets, byteLength }
+      : { name, dtype, shape: shape as number[], dataOffsets, byteLength };
+    tensors.set(name, info);
   }
   if (typeof start === "bigint") {
     throw new SafetensorError(

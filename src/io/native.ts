@@ -55,8 +55,8 @@ export interface NativeStats {
 
 /** The raw addon. Its functions throw plain Errors whose `code` is an errno name; prefer the wrappers below. */
 export interface NativeAddon {
-  /** Open read-only, fstat, read the first min(headLength, size) bytes: `[fd, size, head]`. */
-  openHead(path: string, headLength: number): [number, number, ArrayBuffer];
+  /** Open read-only, fstat, read the first min(head.length, size) bytes into `head`; `info` gets [fd, size]. */
+  openHead(path: string, head: Uint8Array, info: Float64Array): number;
   /** Fill `array` from the file at `position`, split across up to `threads` threads; blocks until done. */
   preadInto(fd: number, array: Uint8Array, position: number, threads: number): void;
   open(fd: number, length: number, populate: boolean): NativeHandle;
@@ -69,9 +69,16 @@ export interface NativeAddon {
   allocHuge(length: number): ArrayBuffer;
   freeHuge(buffer: ArrayBuffer): void;
   stats(): NativeStats;
+  /** See native/header_scan.c: numbers written to `out`, -1 (not the simple form), -2 (`out` too small). */
+  scanHeader(bytes: Uint8Array, out: Float64Array): number;
   readonly pageSize: number;
   readonly hugePageSize: number;
   readonly maxWindowLength: number;
+  /**
+   * True when windows are ArrayBuffers V8 does not count as external memory (so making them never triggers a GC);
+   * false or absent: every window adds its length to V8's external-memory count.
+   */
+  readonly uncountedWindows?: boolean;
 }
 
 export interface NativeStatus {
@@ -283,19 +290,32 @@ export class Mapping {
  * `length` bytes of zeroed, writable, 2 MiB aligned anonymous memory advised `MADV_HUGEPAGE` (first touch is
  * ~50x cheaper than 4 KiB pages). Freed by garbage collection, or now by {@link freeHuge}. At most 2^32 bytes.
  */
+/** Reused by every open: the native call writes the head and [fd, size] here and allocates nothing. */
+let headScratch = new Uint8Array(0);
+const headInfo = new Float64Array(2);
+
 /**
  * Open a regular file read-only and read its first `headLength` bytes (fewer for a shorter file) in one native call;
- * null without the addon. The caller owns (and closes) `fd`.
+ * null without the addon. `keep(head, size)` says how many of the bytes read to keep (a copy is returned). The caller
+ * owns (and closes) `fd`.
  */
-export function openHead(path: string, headLength: number): { fd: number; size: number; head: Uint8Array } | null {
+export function openHead(
+  path: string,
+  headLength: number,
+  keep: (head: Uint8Array, size: number) => number,
+): { fd: number; size: number; head: Uint8Array } | null {
   const addon = loadNative();
   if (!addon) return null;
+  if (headScratch.length !== headLength) headScratch = new Uint8Array(headLength);
+  let got: number;
   try {
-    const [fd, size, head] = addon.openHead(path, headLength);
-    return { fd, size, head: new Uint8Array(head) };
+    got = addon.openHead(path, headScratch, headInfo);
   } catch (error) {
     throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
   }
+  const size = headInfo[1]!;
+  const read = headScratch.subarray(0, got);
+  return { fd: headInfo[0]!, size, head: read.slice(0, keep(read, size)) };
 }
 
 /**
@@ -331,6 +351,32 @@ export function freeHuge(buffer: ArrayBuffer): void {
   } catch (error) {
     throw toSafetensorError(error, "freeHuge");
   }
+}
+
+/** Reused by every scan: a scan allocates nothing. Grown when a header needs more. */
+let scanRecords = new Float64Array(4096);
+
+/**
+ * The addon's header scanner (see `headerFromScan`), when the addon has one: the records it wrote, valid until the
+ * next scan, or null when the header is not of the simple form it reads.
+ */
+export function nativeHeaderScanner(): ((headerBytes: Uint8Array) => Float64Array | null) | undefined {
+  const scan = loadNative()?.scanHeader;
+  if (typeof scan !== "function") return undefined;
+  return (headerBytes) => {
+    let count = scan(headerBytes, scanRecords);
+    if (count === -2) {
+      // Every record number takes at least one byte of the header.
+      scanRecords = new Float64Array(headerBytes.length + 16);
+      count = scan(headerBytes, scanRecords);
+    }
+    return count >= 0 ? scanRecords.subarray(0, count) : null;
+  };
+}
+
+/** Whether windows of mappings are free of V8's external-memory accounting (false without the addon). */
+export function uncountedWindows(): boolean {
+  return loadNative()?.uncountedWindows === true;
 }
 
 /** The addon's live counters, or null without the addon. */

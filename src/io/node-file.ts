@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { openHead, preadParallel } from "./native.js";
+import { nativeHeaderScanner, openHead, preadParallel } from "./native.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
 /** Bytes read at open, enough for most headers: the header is then parsed without another read. */
@@ -13,13 +13,23 @@ export const HEAD_BYTES = 16 * 1024;
 export interface OpenedFile {
   fd: number;
   size: number;
-  /** The first min(HEAD_BYTES, size) bytes. */
+  /** The file's first bytes: at least its header when that fits in HEAD_BYTES. */
   head: Uint8Array;
+}
+
+/**
+ * How much of the first bytes to keep: the length prefix and header when they were read whole (a source serves
+ * the header from them without another read), else all of them.
+ */
+function headToKeep(head: Uint8Array, size: number): number {
+  if (head.length < 8 || head[4]! | head[5]! | head[6]! | head[7]!) return head.length;
+  const claimed = 8 + (head[0]! | (head[1]! << 8) | (head[2]! << 16)) + head[3]! * 2 ** 24;
+  return claimed <= head.length && claimed <= size ? claimed : head.length;
 }
 
 /** Open a regular file read-only and read its first bytes: one native call when the addon is there. */
 export function openWithHead(path: string): OpenedFile {
-  const native = openHead(path, HEAD_BYTES);
+  const native = openHead(path, HEAD_BYTES, headToKeep);
   if (native) return native;
   let fd: number;
   try {
@@ -79,6 +89,7 @@ export const defaultAllocator: Allocator = (length) => new Uint8Array(length);
 /** Positional reads into fresh memory; every read is owned by the caller. */
 export class PreadSource implements SyncByteSource {
   readonly kind = "pread";
+  readonly scanHeader = nativeHeaderScanner();
   readonly zeroCopy = false;
   readonly byteLength: number;
   private fd: number | null;

@@ -18,6 +18,11 @@ export interface SyncByteSource {
   readOwned(offset: number, length: number): Uint8Array;
   /** A short name for diagnostics: "memory", "pread", "mmap". */
   readonly kind: string;
+  /**
+   * Optional accelerator: a native scan of header bytes read from this source, as records for `headerFromScan`, or
+   * null when the scanner cannot settle them and the JavaScript reader must.
+   */
+  scanHeader?(headerBytes: Uint8Array): Float64Array | null;
   close(): void;
 }
 

@@ -1,0 +1,74 @@
+/**
+ * Headers read by a native scanner (the Node addon's `scanHeader`, native/header_scan.c), which answers only for a
+ * strict, ASCII-only subset of JSON and writes what it found as numbers (records of byte positions and values).
+ * Here, a header whose tensors are given in file order, tile the data region and have sizes that match their shapes
+ * becomes a `Header` in one lean pass: opening a file runs this before V8 has optimized anything, so per-tensor work
+ * is what a cold open costs. Anything else (another order, a gap, a repeated name or key, an unknown dtype, a size
+ * mismatch, numbers beyond 2^53) gives null, and the full reader decides and reports it. For the headers it accepts
+ * the result equals the full reader's (tested against it on generated headers).
+ */
+import { type DtypeInfo, dtypeInfo } from "./dtypes.js";
+import type { Header, TensorInfo } from "./header.js";
+
+/** Record tags written by the scanner. */
+const TENSOR = 0;
+const METADATA_ENTRY = 1;
+const METADATA_PRESENT = 2;
+
+const ascii = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/**
+ * `records` as the scanner wrote them for `headerBytes` (the N bytes after the length prefix of a file of
+ * `fileLength` bytes), or null where the full reader must decide.
+ */
+export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, fileLength: number): Header | null {
+  const headerLength = headerBytes.length;
+  const text = ascii.decode(headerBytes);
+  const tensors = new Map<string, TensorInfo>();
+  let metadata: Map<string, string> | null = null;
+  let position = 0;
+  let count = 0;
+  let info: DtypeInfo | undefined;
+  for (let at = 0; at < records.length; ) {
+    const tag = records[at++];
+    if (tag === METADATA_PRESENT) {
+      metadata = new Map();
+      continue;
+    }
+    if (tag === METADATA_ENTRY) {
+      const key = text.slice(records[at]!, records[at + 1]!);
+      if (metadata === null || metadata.has(key)) return null;
+      metadata.set(key, text.slice(records[at + 2]!, records[at + 3]!));
+      at += 4;
+      continue;
+    }
+    if (tag !== TENSOR) return null;
+    const name = text.slice(records[at]!, records[at + 1]!);
+    // Dtype names repeat: compare in place with the last one before making a string of it.
+    const dtypeStart = records[at + 2]!;
+    const dtypeLength = records[at + 3]! - dtypeStart;
+    if (info === undefined || dtypeLength !== info.name.length || !text.startsWith(info.name, dtypeStart)) {
+      info = dtypeInfo(text.slice(dtypeStart, dtypeStart + dtypeLength));
+      if (info === undefined) return null;
+    }
+    const ndim = records[at + 4]!;
+    at += 5;
+    const shape: number[] = new Array(ndim);
+    let bits = info.bits;
+    for (let d = 0; d < ndim; d++) {
+      const dim = records[at++]!;
+      shape[d] = dim;
+      bits *= dim;
+    }
+    const begin = records[at++]!;
+    const end = records[at++]!;
+    // In file order, no gap, whole bytes, the span the shape needs, and every product exact (then both overflow
+    // rules agree).
+    if (begin !== position || bits > Number.MAX_SAFE_INTEGER || bits % 8 !== 0 || end - begin !== bits / 8) return null;
+    position = end;
+    tensors.set(name, { name, dtype: info.name, shape, dataOffsets: [begin, end], byteLength: end - begin });
+    if (tensors.size !== ++count) return null; // a repeated name
+  }
+  if (position + 8 + headerLength !== fileLength) return null;
+  return { headerLength, dataStart: 8 + headerLength, dataLength: position, fileLength, metadata, tensors };
+}
