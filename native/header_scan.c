@@ -19,7 +19,7 @@
  * Records, in document order (positions are byte offsets into `bytes`, [start, end)):
  *   0, nameStart, nameEnd, dtypeStart, dtypeEnd, ndim, dim..., begin, end     a tensor
  *   1, keyStart, keyEnd, valueStart, valueEnd                                 one metadata entry
- *   2                                                                         "__metadata__": null or {}
+ *   2                                                                         "__metadata__" is an object
  */
 #include <stdint.h>
 #include <string.h>
@@ -184,8 +184,7 @@ static int read_metadata(cursor *c, scan_state *st) {
   output *out = st->out;
   skip_ws(c);
   if (c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) {
-    c->p += 4;
-    emit(out, 2);
+    c->p += 4; /* the same as no metadata */
     return 0;
   }
   if (expect(c, '{') != 0) return -1;

@@ -189,6 +189,10 @@ describe("files beyond 4 GiB (sparse)", () => {
       const ends = opened.getSlice("big").get("::2147483663");
       assert.deepEqual([...ends.data], [7, 9]);
       if (backend === "mmap") {
+        // [2 GiB + 16, 4 GiB + 16) of the data region: crosses the 4 GiB boundary of the shared windows.
+        const across = opened.getTensor("pad");
+        assert.equal(across.byteLength, 2 ** 31);
+        assert.deepEqual([across.data[0], across.data[2 ** 31 - 1]], [0, 0]);
         const whole = opened.getTensor("big");
         assert.equal(whole.byteLength, big);
         assert.deepEqual([whole.data[0], whole.data[big - 1]], [7, 9]);
