@@ -3,8 +3,10 @@
  * read on demand, each touching only its own bytes.
  */
 
+import { isSafetensorError, SafetensorError } from "./format/errors.js";
 import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
 import { headerFromScan } from "./format/scanned.js";
+import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES } from "./format/sniff.js";
 import { HeaderView } from "./header-view.js";
 import type { SyncByteSource } from "./io/source.js";
 import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
@@ -32,6 +34,24 @@ export interface TensorSlice {
   get(index: string | readonly SliceIndex[], options?: GetTensorOptions): Tensor;
 }
 
+/**
+ * A header error on bytes that are recognisably another format (a PyTorch checkpoint, an index, a web page...)
+ * says so in its message; the code stays the reference's.
+ */
+function nameOtherFormat(source: SyncByteSource, error: unknown): unknown {
+  if (!isSafetensorError(error) || !OTHER_FORMAT_CODES.has(error.code)) return error;
+  let found: ReturnType<typeof otherFormat>;
+  try {
+    found = otherFormat(source.read(0, Math.min(SNIFF_BYTES, source.byteLength)), { fileLength: source.byteLength });
+  } catch {
+    return error;
+  }
+  if (found === undefined) return error;
+  return new SafetensorError(error.code, `${error.message} (the file is ${found.description}, not safetensors)`, {
+    cause: error,
+  });
+}
+
 export class SafetensorsFile extends HeaderView<SyncByteSource> {
   private constructor(source: SyncByteSource, header: Header) {
     super(source, header);
@@ -52,8 +72,9 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
         parseHeader(bytes, source.byteLength, options);
       return new SafetensorsFile(source, header);
     } catch (error) {
+      const named = nameOtherFormat(source, error);
       source.close();
-      throw error;
+      throw named;
     }
   }
 

@@ -3,7 +3,7 @@
  * and validate agree with the reference's view of every corpus file; get writes the right bytes; exit codes.
  */
 import assert from "node:assert/strict";
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -12,6 +12,7 @@ import { describe, test } from "node:test";
 import { formatInspect, inspectJson } from "../src/cli/inspect-format.js";
 import { loadNative } from "../src/io/native.js";
 import { deserialize, parseHeaderFromBuffer, saveFile, serialize, Tensor } from "../src/node.js";
+import { cliProcess } from "./helpers/cli.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles, repoRoot } from "./helpers/corpus.js";
 import { cli } from "./helpers/run-cli.js";
 
@@ -21,18 +22,6 @@ function manyTensors(count: number): Uint8Array {
   const empty = new Uint8Array(0);
   for (let i = 0; i < count; i++) tensors.set(`model.layers.${i}.mlp.weight`, new Tensor("BF16", [0, 8], empty));
   return serialize(tensors);
-}
-
-/**
- * The CLI as a separate process from the sources (as bin/safetensors.js runs them without dist/). A placeholder
- * comes first: node would take a first argument "inspect" after -e for its debugger.
- */
-function cliProcess(args: string[]) {
-  const entry = new URL("../src/cli/main.ts", import.meta.url).href;
-  const script = `import(${JSON.stringify(entry)}).then(async (m) => { process.exitCode = await m.main(process.argv.slice(2)); })`;
-  return spawn(process.execPath, ["--import", "tsx", "-e", script, "safetensors", ...args], {
-    stdio: ["pipe", "pipe", "pipe"],
-  });
 }
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");

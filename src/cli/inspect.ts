@@ -1,8 +1,8 @@
 /** `safetensors inspect`: the header as a table with totals, or as stable JSON. */
 import type { Header } from "../format/header.js";
-import { openFile } from "../node.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { openInput } from "./input.js";
 import { formatInspect, inspectJson } from "./inspect-format.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 
@@ -10,7 +10,7 @@ export const command = defineCommand({
   usage: "inspect FILE|URL [--json] [--verbose]",
   description: `Print a file's metadata, one line per tensor (name, dtype, shape, bytes) in file order, and totals by
 dtype with the parameter count. Only the header is read (for a URL — http(s)://, hf://ORG/REPO[@REV]/PATH,
-s3://BUCKET/KEY — usually with one request).
+s3://BUCKET/KEY — usually with one request). "-" reads standard input.
 
 --json prints {"file_bytes","header_bytes","metadata","parameters","tensors":[{"name","dtype","shape",
 "data_offsets"}]} with tensors in file order; header_bytes is N, the JSON header's size.`,
@@ -27,7 +27,7 @@ s3://BUCKET/KEY — usually with one request).
       return 0;
     };
     if (isRemoteLocation(path)) return withRemote(path, async (file) => print(file));
-    using file = openFile(path, { backend: backend ?? "auto" });
+    using file = openInput(path, backend ?? "auto");
     return print(file);
   },
 });

@@ -22,9 +22,11 @@ export function editDistance(a: string, b: string): number {
 
 /**
  * The closest candidates to a mistyped word: within a third of its length (at least 1, at most 3 edits), or those
- * it is a prefix of. Closest first; none when nothing is near.
+ * it is a prefix of. Closest first; none when nothing is near, and none for one-letter options ("-x": every other
+ * letter is one edit away).
  */
 export function suggest(word: string, candidates: Iterable<string>): string[] {
+  if (word.replace(/^-+/, "").length < 2) return [];
   const limit = Math.min(3, Math.max(1, Math.floor(word.length / 3)));
   const scored: [string, number][] = [];
   for (const candidate of candidates) {

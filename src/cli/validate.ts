@@ -1,31 +1,53 @@
 /** `safetensors validate`: every check the reader makes, on each file given. */
-import { isSafetensorError } from "../format/errors.js";
-import { openFile } from "../node.js";
+import { isSafetensorError, type SafetensorError } from "../format/errors.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { openInput } from "./input.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 
+function jsonOf(file: string, error: SafetensorError | undefined): string {
+  if (!error) return `{"file":${JSON.stringify(file)},"ok":true}`;
+  const tensor = error.tensor === undefined ? "" : `,"tensor":${JSON.stringify(error.tensor)}`;
+  return `{"file":${JSON.stringify(file)},"ok":false,"error":{"code":"${error.code}","message":${JSON.stringify(error.message)}${tensor}}}`;
+}
+
 export const command = defineCommand({
-  usage: "validate FILE|URL...",
-  description: `Check each file's header and layout as the reader does. Prints "ok" per valid file on standard output
-and "error[CODE]: message" per invalid one on standard error (each prefixed with the file name when several are
-given). Exit status 1 when any file is invalid.`,
-  options: {},
-  async run({ positionals }, { io, backend }) {
+  usage: "validate FILE|URL... [--json]",
+  description: `Check each file's header and layout as the reader does ("-" reads standard input). Prints "ok" per valid
+file on standard output and "error[CODE]: message" per invalid one on standard error (each prefixed with the file
+name when several are given). A file that is something else altogether (a PyTorch checkpoint, an index, a web
+page...) gets error[NotSafetensors] naming what it is.
+
+--json prints {"file","ok"} or {"file","ok":false,"error":{"code","message"[,"tensor"]}} for one FILE, an array
+of them for several, all on standard output.
+Exit status 1 when any file is invalid.`,
+  options: {
+    json: { type: "boolean", help: "print the verdicts as JSON" },
+  },
+  async run({ values, positionals }, { io, backend }) {
     if (positionals.length === 0) throw new UsageError("validate takes one or more FILEs");
-    const prefix = (path: string) => (positionals.length > 1 ? `${path}: ` : "");
+    if (positionals.filter((file) => file === "-").length > 1) {
+      throw new UsageError('"-" (standard input) can be read once');
+    }
+    const several = positionals.length > 1;
+    const prefix = (file: string) => (several ? `${file}: ` : "");
+    const verdicts: string[] = [];
     let status = 0;
-    for (const path of positionals) {
+    for (const file of positionals) {
+      let failure: SafetensorError | undefined;
       try {
-        if (isRemoteLocation(path)) await withRemote(path, async () => {});
-        else openFile(path, { backend: backend ?? "auto" }).close();
-        io.stdout(`${prefix(path)}ok\n`);
+        if (isRemoteLocation(file)) await withRemote(file, async () => {});
+        else openInput(file, backend ?? "auto").close();
       } catch (error) {
         if (!isSafetensorError(error)) throw error;
-        io.stderr(`${prefix(path)}error[${error.code}]: ${error.message}\n`);
+        failure = error;
         status = 1;
       }
+      if (values.json) verdicts.push(jsonOf(file, failure));
+      else if (failure) io.stderr(`${prefix(file)}error[${failure.code}]: ${failure.message}\n`);
+      else io.stdout(`${prefix(file)}ok\n`);
     }
+    if (values.json) io.stdout(several ? `[${verdicts.join(",\n")}]\n` : `${verdicts[0]}\n`);
     return status;
   },
 });

@@ -48,7 +48,9 @@ export type SafetensorErrorCode =
   | "UnsafePath"
   // Async and remote sources.
   | "HttpError"
-  | "SourceChanged";
+  | "SourceChanged"
+  // The input is another kind of file altogether (a PyTorch checkpoint, an index, a web page...): see sniff.ts.
+  | "NotSafetensors";
 
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";

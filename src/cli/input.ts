@@ -1,0 +1,200 @@
+/**
+ * Opening a command's input: a path, or "-" for standard input; and when the bytes are not a safetensors file at
+ * all, naming what they are (`NotSafetensors`, with the command or step to use) instead of a header error such as
+ * `HeaderTooLarge`.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { isSafetensorError, SafetensorError } from "../format/errors.js";
+import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES, type Sniffed } from "../format/sniff.js";
+import { MemorySource } from "../io/source.js";
+import { type Backend, openFile, SafetensorsFile } from "../node.js";
+import { UsageError } from "./args.js";
+import { COMMANDS } from "./commands.js";
+
+const shown = (file: string) => (file === "-" ? "standard input" : file);
+
+/** All of standard input, read synchronously (pipes and files alike). */
+export function readStdin(): Uint8Array {
+  if (process.stdin.isTTY) throw new UsageError(`"-" reads standard input, which is a terminal: pipe a file into it`);
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (let chunk = Buffer.allocUnsafe(1 << 20); ; ) {
+    let got: number;
+    try {
+      got = fs.readSync(0, chunk, 0, chunk.length, null);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EAGAIN") {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+        continue;
+      }
+      if (code === "EOF") break;
+      throw error;
+    }
+    if (got === 0) break;
+    chunks.push(chunk.subarray(0, got));
+    total += got;
+    if (got === chunk.length) chunk = Buffer.allocUnsafe(Math.min(chunk.length * 2, 64 << 20));
+    else chunk = chunk.subarray(got);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+}
+
+function firstBytes(file: string): Uint8Array {
+  const fd = fs.openSync(file, "r");
+  try {
+    const head = new Uint8Array(SNIFF_BYTES);
+    return head.subarray(0, fs.readSync(fd, head, 0, SNIFF_BYTES, 0));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function listSafetensors(dir: string): string[] {
+  try {
+    return fs
+      .readdirSync(dir)
+      .filter((name) => name.endsWith(".safetensors"))
+      .sort();
+  } catch {
+    return [];
+  }
+}
+
+function shardsOfIndex(file: string): string[] {
+  try {
+    const index = JSON.parse(fs.readFileSync(file, "utf8")) as { weight_map?: Record<string, string> };
+    return [...new Set(Object.values(index.weight_map ?? {}))].sort();
+  } catch {
+    return [];
+  }
+}
+
+const some = (names: string[]) =>
+  names.length <= 3 ? names.join(", ") : `${names.slice(0, 3).join(", ")} and ${names.length - 3} more`;
+
+/** What to do instead, for each kind of file; worded for what this installation's commands can do. */
+function advice(file: string, found: Sniffed): string {
+  const hasCommand = (name: string) => COMMANDS.some((entry) => entry.name === name);
+  switch (found.format) {
+    case "pytorch-zip":
+    case "pytorch-legacy":
+    case "pytorch-tar":
+    case "pickle":
+      return hasCommand("convert")
+        ? `convert it (without running its code) with: safetensors convert ${file} OUT.safetensors`
+        : "convert it to safetensors first (in Python: safetensors.torch.save_file(torch.load(IN, weights_only=True), OUT))";
+    case "directory": {
+      const files = listSafetensors(file);
+      return files.length === 0
+        ? "it holds no .safetensors file"
+        : `give one of its ${files.length} .safetensors files (${some(files)})`;
+    }
+    case "json-index": {
+      const shards = file === "-" ? [] : shardsOfIndex(file);
+      return shards.length === 0 ? "give one of its shard files" : `give one of its shards: ${some(shards)}`;
+    }
+    case "git-lfs-pointer":
+      return "fetch the real file (git lfs pull in its repository), or download it again";
+    case "html":
+      return "download the file itself (on the Hugging Face Hub: the .../resolve/main/FILE link, not .../blob/main/FILE)";
+    case "numpy":
+    case "numpy-npz":
+      return "save it as safetensors with safetensors.numpy.save_file in Python";
+    case "gzip":
+    case "zip":
+      return "unpack it first";
+    case "gguf":
+      return "GGUF is llama.cpp's own format, which this tool does not read";
+    case "hdf5":
+      return "HDF5 weights are not read here; load them in Python and save with safetensors";
+    case "empty":
+      return "an interrupted download or copy?";
+    case "json":
+      return "weights are in the .safetensors files next to it";
+    default:
+      return "";
+  }
+}
+
+/** A `NotSafetensors` error for `file`, or undefined when it may well be a damaged safetensors file. */
+export function notSafetensors(
+  file: string,
+  head: Uint8Array,
+  options: { isDirectory?: boolean; fileLength?: number; cause?: SafetensorError } = {},
+): SafetensorError | undefined {
+  const found = otherFormat(head, { ...options, name: path.basename(file) });
+  if (found === undefined) return undefined;
+  const hint = advice(file, found);
+  const check = options.cause ? ` (header check: ${options.cause.code})` : "";
+  return new SafetensorError(
+    "NotSafetensors",
+    `${shown(file)} is ${found.description}, not a safetensors file${hint ? `; ${hint}` : ""}${check}`,
+    options.cause ? { cause: options.cause } : undefined,
+  );
+}
+
+/** A safetensors file over bytes in memory (`label` names them in errors: "-" for standard input). */
+export function openBytes(label: string, bytes: Uint8Array): SafetensorsFile {
+  try {
+    return SafetensorsFile.open(new MemorySource(bytes));
+  } catch (error) {
+    throw explain(error, label, bytes.subarray(0, SNIFF_BYTES), bytes.length);
+  }
+}
+
+/**
+ * Standard input as a path when it is a regular file (`< model.safetensors`: read in place, like any file), else
+ * undefined (a pipe: it has to be read into memory).
+ */
+export function stdinAsPath(): string | undefined {
+  try {
+    return process.platform !== "win32" && fs.fstatSync(0).isFile() ? "/dev/stdin" : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Open `file` ("-" reads standard input) for reading its header and tensors. */
+export function openInput(file: string, backend: Backend): SafetensorsFile {
+  if (file === "-") {
+    const inPlace = stdinAsPath();
+    if (inPlace === undefined) return openBytes(file, readStdin());
+    return relabel(() => openInput(inPlace, backend), inPlace, file);
+  }
+  let stat: fs.Stats | undefined;
+  try {
+    stat = fs.statSync(file);
+  } catch {
+    // openFile reports a missing or unreadable file with its own IoError.
+  }
+  if (stat?.isDirectory()) throw notSafetensors(file, new Uint8Array(0), { isDirectory: true })!;
+  try {
+    return openFile(file, { backend });
+  } catch (error) {
+    if (!isSafetensorError(error) || !OTHER_FORMAT_CODES.has(error.code)) throw error;
+    let head: Uint8Array;
+    try {
+      head = firstBytes(file);
+    } catch {
+      throw error;
+    }
+    throw explain(error, file, head, stat?.size);
+  }
+}
+
+/** Errors about `from` (the /dev/stdin path) name `to` ("standard input") instead. */
+function relabel<T>(run: () => T, from: string, to: string): T {
+  try {
+    return run();
+  } catch (error) {
+    if (!isSafetensorError(error) || !error.message.includes(from)) throw error;
+    throw new SafetensorError(error.code, error.message.replaceAll(from, shown(to)), { cause: error });
+  }
+}
+
+function explain(error: unknown, file: string, head: Uint8Array, fileLength: number | undefined): unknown {
+  if (!isSafetensorError(error) || !OTHER_FORMAT_CODES.has(error.code)) return error;
+  return notSafetensors(file, head, { fileLength, cause: error }) ?? error;
+}
