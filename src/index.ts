@@ -89,6 +89,21 @@ export {
   SyncSourceAdapter,
 } from "./io/async-source.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
+export {
+  type ContainerFormat,
+  type ContainerOptions,
+  type ConversionPlan,
+  type ConvertOptions,
+  DEFAULT_PICKLE_LIMITS,
+  type GlobalFinding,
+  type GlobalUse,
+  openContainer,
+  type PickleLimits,
+  planConversion,
+  type ScanReport,
+  scanSource,
+  type Verdict,
+} from "./pickle/index.js";
 export { DEFAULT_HF_ENDPOINT, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
 export { type HttpOptions, HttpSource } from "./remote/http.js";
 export {

@@ -29,6 +29,7 @@ export {
   type SafetensorsWriter,
   type WriterOptions,
 } from "./io/stream-writer.js";
+export { convertPickleFile, planPickleFile, scanPickleFile } from "./node-pickle.js";
 export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,

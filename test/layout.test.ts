@@ -28,6 +28,10 @@ function reachable(entry: string): Map<string, string[]> {
 test("the core entry point imports nothing from Node", () => {
   const graph = reachable(path.join(repoRoot, "src/index.ts"));
   assert.ok(graph.size > 10, `only ${graph.size} modules found: is the import scan broken?`);
+  assertPure(graph);
+});
+
+function assertPure(graph: Map<string, string[]>): void {
   for (const [file, specifiers] of graph) {
     for (const specifier of specifiers) {
       assert.ok(specifier.startsWith("."), `${path.relative(repoRoot, file)} imports ${specifier}`);
@@ -37,6 +41,17 @@ test("the core entry point imports nothing from Node", () => {
       /\bprocess\.|\bBuffer\.|require\(/,
       path.relative(repoRoot, file),
     );
+  }
+}
+
+/** Folders that must stay pure (browser-safe) whether or not src/index.ts reaches them yet. */
+const PURE_FOLDERS = ["src/pickle"];
+
+test("pure folders import nothing from Node", () => {
+  for (const folder of PURE_FOLDERS) {
+    const files = fs.readdirSync(path.join(repoRoot, folder)).filter((f) => f.endsWith(".ts"));
+    assert.ok(files.length > 0, `${folder} has no sources`);
+    for (const file of files) assertPure(reachable(path.join(repoRoot, folder, file)));
   }
 });
 

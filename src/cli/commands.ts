@@ -21,4 +21,10 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "hash", summary: "SHA-256 of the file and of each tensor's bytes", load: () => import("./hash.js") },
   { name: "get", summary: "write a tensor (or a slice of it) as raw bytes", load: () => import("./get.js") },
   { name: "doctor", summary: "which read backends this installation has", load: () => import("./doctor.js") },
+  { name: "scan", summary: "globals a PyTorch checkpoint names, and a verdict", load: () => import("./scan.js") },
+  {
+    name: "convert",
+    summary: "PyTorch checkpoint to safetensors, never executing it",
+    load: () => import("./convert.js"),
+  },
 ];

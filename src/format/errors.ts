@@ -50,7 +50,13 @@ export type SafetensorErrorCode =
   | "HttpError"
   | "SourceChanged"
   // The input is another kind of file altogether (a PyTorch checkpoint, an index, a web page...): see sniff.ts.
-  | "NotSafetensors";
+  | "NotSafetensors"
+  // PyTorch pickle checkpoints (src/pickle).
+  | "InvalidCheckpoint"
+  | "InvalidPickle"
+  | "PickleLimit"
+  | "UnsafePickle"
+  | "UnsupportedPickle";
 
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";

@@ -1,0 +1,89 @@
+/** `safetensors convert IN OUT`: a PyTorch checkpoint to safetensors, without executing it. */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { SafetensorError } from "../format/errors.js";
+import { type ConversionReport, convertPickleFile } from "../node-pickle.js";
+import { UsageError } from "./args.js";
+import { defineCommand } from "./command.js";
+
+const DESCRIPTION = `Convert a PyTorch checkpoint (torch.save zip, legacy or tar format) to safetensors without executing it: the
+pickle is read as data and only allowlisted globals are interpreted. Refused (exit 1, no file written) when the
+file names a dangerous global, or one not allowlisted unless --allow-unknown (what those build is dropped, never
+built, and listed). Tied tensors (same storage and geometry) are written once; the other names are recorded in
+the metadata as NAME → KEPT (as the reference's save_model does), or written in full with --clone-shared. Views
+are gathered into contiguous bytes, big-endian files byte-swapped, numpy arrays become tensors. The weights are
+the top-level dict, or found under state_dict / model / … (said so), or named with --key.`;
+
+function text(input: string, output: string, r: ConversionReport): string {
+  const where = r.key.length
+    ? ` from entry ${JSON.stringify(r.key.join("."))}${r.keyFound === "automatic" ? " (found automatically)" : ""}`
+    : "";
+  const lines = [`${input} -> ${output}: ${r.tensors.length} tensors, ${r.bytesWritten} bytes${where}`];
+  for (const [removed, kept] of r.aliases) lines.push(`  tied: ${removed} = ${kept} (written once)`);
+  for (const e of r.nonTensors) lines.push(`  not a tensor: ${e.name} (${e.type})`);
+  for (const d of r.dropped) lines.push(`  dropped (not allowlisted): ${d.name} built from ${d.globals.join(", ")}`);
+  if (r.otherEntries.length) lines.push(`  other top-level entries left out: ${r.otherEntries.join(", ")}`);
+  return `${lines.join("\n")}\n`;
+}
+
+export const command = defineCommand({
+  usage: "convert IN OUT.safetensors [--key KEY] [--allow-unknown] [--clone-shared] [--json]",
+  description: DESCRIPTION,
+  options: {
+    key: { type: "string", value: "KEY", help: "the entry holding the weights (state_dict, model, a.b)" },
+    "allow-unknown": { type: "boolean", help: "convert despite non-allowlisted globals; what they build is dropped" },
+    "clone-shared": { type: "boolean", help: "write every name of a tied tensor in full" },
+    json: { type: "boolean", help: "print the conversion report as JSON" },
+  },
+  run({ values, positionals }, { io }) {
+    return convert(values, positionals, io);
+  },
+});
+
+function convert(
+  values: { key?: string; "allow-unknown"?: boolean; "clone-shared"?: boolean; json?: boolean },
+  positionals: string[],
+  io: { stdout: (text: string) => void },
+): number {
+  if (positionals.length !== 2) throw new UsageError("convert takes IN and OUT");
+  const [input, output] = positionals as [string, string];
+  try {
+    if (fs.realpathSync(input) === path.resolve(fs.realpathSync(path.dirname(output)), path.basename(output))) {
+      throw new SafetensorError("InvalidOption", "convert: OUT is the same file as IN");
+    }
+  } catch (error) {
+    if (error instanceof SafetensorError) throw error;
+  }
+  const report = convertPickleFile(input, output, {
+    ...(values.key !== undefined ? { key: values.key } : {}),
+    allowUnknown: values["allow-unknown"] === true,
+    cloneShared: values["clone-shared"] === true,
+  });
+  if (values.json) {
+    io.stdout(
+      `${JSON.stringify({
+        input,
+        output,
+        key: report.key,
+        keyFound: report.keyFound,
+        tensors: report.tensors,
+        aliases: Object.fromEntries(report.aliases),
+        metadata: Object.fromEntries(report.metadata),
+        nonTensors: report.nonTensors,
+        dropped: report.dropped,
+        otherEntries: report.otherEntries,
+        verdict: report.scan.verdict,
+        globals: report.scan.globals.map((g) => ({
+          global: g.global,
+          verdict: g.verdict,
+          uses: [...g.uses],
+          pickle: g.pickle,
+        })),
+        bytesWritten: report.bytesWritten,
+      })}\n`,
+    );
+  } else {
+    io.stdout(text(input, output, report));
+  }
+  return 0;
+}
