@@ -4,10 +4,9 @@
  */
 import * as zlib from "node:zlib";
 import { SafetensorError } from "./format/errors.js";
-import { planSerialization } from "./format/serialize.js";
 import { ioError, PreadSource } from "./io/node-file.js";
-import { writeAllAt, writeFileAtomic } from "./io/node-write.js";
-import { type ContainerOptions, openContainer } from "./pickle/container.js";
+import { createWriter, type SafetensorsWriter } from "./io/stream-writer.js";
+import { type Container, type ContainerOptions, openContainer } from "./pickle/container.js";
 import { type ConversionPlan, type ConvertOptions, type PlannedTensor, planConversion } from "./pickle/plan.js";
 import { type ScanReport, scanSource } from "./pickle/scan.js";
 import { contiguousStrides } from "./pickle/torch.js";
@@ -106,6 +105,68 @@ function gather(t: PlannedTensor["tensor"], span: Uint8Array, spanStart: number,
   }
 }
 
+/** Stream one tensor into the writer: contiguous bytes straight from the file, strided views gathered first. */
+function writeTensor(
+  writer: SafetensorsWriter,
+  p: PlannedTensor,
+  container: Container,
+  source: PreadSource,
+  scratch: Uint8Array,
+  maxGather: number,
+): void {
+  const t = p.tensor;
+  if (p.byteLength === 0) return;
+  const where = t.source.kind === "inline" ? null : container.storage(t.source.key);
+  const fileOffset = where?.kind === "range" ? where.offset : 0;
+  const base = t.source.kind === "inline" ? 0 : t.source.byteOffset;
+  const window = (at: number, length: number): Uint8Array | null =>
+    t.source.kind === "inline"
+      ? t.source.bytes.subarray(at, at + length)
+      : where!.kind === "memory"
+        ? where!.bytes.subarray(at, at + length)
+        : null;
+  if (isContiguous(t)) {
+    const start = base + t.offset * t.elementSize;
+    if (!t.swap && where?.kind === "range") {
+      // The common case: a kernel-side copy of the record's bytes (copy_file_range when available).
+      writer.copyFrom(p.name, source.descriptor, where.offset + start, p.byteLength, 0);
+      return;
+    }
+    for (let done = 0; done < p.byteLength; ) {
+      const n = Math.min(scratch.length, p.byteLength - done);
+      let chunk = window(start + done, n) ?? source.readInto(fileOffset + start + done, scratch.subarray(0, n));
+      if (t.swap) {
+        // Never swap in place in memory the container owns (an inflated record, an inline array).
+        if (chunk.buffer !== scratch.buffer) {
+          scratch.set(chunk);
+          chunk = scratch.subarray(0, n);
+        }
+        swapBytes(chunk, t.elementSize);
+      }
+      writer.write(p.name, chunk, done);
+      done += n;
+    }
+    return;
+  }
+  // Strided views: read the span the tensor touches (strides are never negative), gather it row-major.
+  let last = t.offset;
+  for (let d = 0; d < t.shape.length; d++) last += (t.shape[d]! - 1) * t.stride[d]!;
+  const spanBytes = (last - t.offset + 1) * t.elementSize;
+  if (spanBytes > maxGather || p.byteLength > maxGather) {
+    throw new SafetensorError(
+      "TooLarge",
+      `tensor ${JSON.stringify(p.name)} is a strided view over ${spanBytes} bytes, over maxGatherBytes (${maxGather})`,
+      { tensor: p.name },
+    );
+  }
+  const spanAt = base + t.offset * t.elementSize;
+  const span = window(spanAt, spanBytes) ?? source.read(fileOffset + spanAt, spanBytes);
+  const out = new Uint8Array(p.byteLength);
+  gather(t, span, t.offset, out);
+  if (t.swap) swapBytes(out, t.elementSize);
+  writer.write(p.name, out, 0);
+}
+
 /**
  * Convert a PyTorch checkpoint to a safetensors file. Refuses (UnsafePickle, writing nothing) when the file names a
  * dangerous global, or one not allowlisted unless `allowUnknown`. The output appears atomically, only when complete.
@@ -117,73 +178,23 @@ export function convertPickleFile(input: string, output: string, options: NodeCo
     const container = openContainer(source, nodeOptions);
     const plan = planConversion(container, nodeOptions);
     const maxGather = options.maxGatherBytes ?? 1 << 30;
-    // The header is laid out from dtypes and shapes; the data are zero views of one lazily zeroed buffer, never read.
-    const largest = Math.max(0, ...plan.tensors.map((t) => t.byteLength));
-    const zeros = new Uint8Array(largest);
-    const layout = planSerialization(
-      plan.tensors.map(
-        (t) => [t.name, { dtype: t.dtype, shape: t.shape, data: zeros.subarray(0, t.byteLength) }] as const,
-      ),
+    const writer = createWriter(
+      output,
+      plan.tensors.map((t) => [t.name, { dtype: t.dtype, shape: t.shape }] as const),
       plan.metadata,
     );
-    const byName = new Map(plan.tensors.map((t) => [t.name, t]));
-    const scratch = new Uint8Array(Math.min(CHUNK_BYTES, Math.max(largest, 1)));
-    writeFileAtomic(output, (fd) => {
-      writeAllAt(fd, layout.header, 0);
-      const dataStart = layout.header.length;
-      for (const planned of layout.tensors) {
-        const p = byName.get(planned.name)!;
-        const t = p.tensor;
-        const at = dataStart + planned.begin;
-        if (p.byteLength === 0) continue;
-        const where = t.source.kind === "inline" ? null : container.storage(t.source.key);
-        const base = t.source.kind === "inline" ? 0 : t.source.byteOffset;
-        if (isContiguous(t)) {
-          const start = base + t.offset * t.elementSize;
-          for (let done = 0; done < p.byteLength; ) {
-            const n = Math.min(scratch.length, p.byteLength - done);
-            let chunk: Uint8Array;
-            if (t.source.kind === "inline") chunk = t.source.bytes.subarray(start + done, start + done + n);
-            else if (where!.kind === "memory") chunk = where!.bytes.subarray(start + done, start + done + n);
-            else chunk = source.readInto(where!.offset + start + done, scratch.subarray(0, n));
-            if (t.swap) {
-              // Never swap in place in memory the container owns (an inflated record, an inline array).
-              if (chunk.buffer !== scratch.buffer) {
-                scratch.set(chunk);
-                chunk = scratch.subarray(0, n);
-              }
-              swapBytes(chunk, t.elementSize);
-            }
-            writeAllAt(fd, chunk, at + done);
-            done += n;
-          }
-          continue;
-        }
-        // Strided views: read the span the tensor touches (strides are never negative), gather it row-major.
-        const first = t.offset;
-        let last = t.offset;
-        for (let d = 0; d < t.shape.length; d++) last += (t.shape[d]! - 1) * t.stride[d]!;
-        const spanBytes = (last - first + 1) * t.elementSize;
-        if (spanBytes > maxGather || p.byteLength > maxGather) {
-          throw new SafetensorError(
-            "TooLarge",
-            `tensor ${JSON.stringify(p.name)} is a strided view over ${spanBytes} bytes, over maxGatherBytes (${maxGather})`,
-            { tensor: p.name },
-          );
-        }
-        const spanAt = base + first * t.elementSize;
-        const span =
-          t.source.kind === "inline"
-            ? t.source.bytes.subarray(spanAt, spanAt + spanBytes)
-            : where!.kind === "memory"
-              ? where!.bytes.subarray(spanAt, spanAt + spanBytes)
-              : source.read(where!.offset + spanAt, spanBytes);
-        const out = new Uint8Array(p.byteLength);
-        gather(t, span, first, out);
-        if (t.swap) swapBytes(out, t.elementSize);
-        writeAllAt(fd, out, at);
+    try {
+      const largest = Math.max(0, ...plan.tensors.map((t) => t.byteLength));
+      const scratch = new Uint8Array(Math.min(CHUNK_BYTES, Math.max(largest, 1)));
+      // In file order, so the output is written front to back.
+      const order = new Map(writer.layout.tensors.map((t, i) => [t.name, i]));
+      for (const p of [...plan.tensors].sort((a, b) => order.get(a.name)! - order.get(b.name)!)) {
+        writeTensor(writer, p, container, source, scratch, maxGather);
       }
-    });
+      writer.commit();
+    } finally {
+      writer.abort();
+    }
     return {
       ...plan,
       tensors: plan.tensors.map((t) => ({
@@ -193,7 +204,7 @@ export function convertPickleFile(input: string, output: string, options: NodeCo
         sourceDtype: t.tensor.sourceDtype,
         contiguous: isContiguous(t.tensor),
       })),
-      bytesWritten: layout.totalLength,
+      bytesWritten: writer.layout.totalLength,
     };
   } catch (error) {
     if (error instanceof SafetensorError) throw error;
