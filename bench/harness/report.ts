@@ -211,6 +211,7 @@ interface JsonSide {
   max_ms: number | null;
   rss_delta_mib: number | null;
   runs: number;
+  samples_ms?: number[];
   reason?: string;
   extras?: Record<string, number | string>;
 }
@@ -226,6 +227,7 @@ function jsonSide(s: Series, wholeProcess = false): JsonSide {
     max_ms: ok ? s.maxMs! : null,
     rss_delta_mib: ok ? (s.rssMedian ?? null) : null,
     runs: s.runs,
+    ...(s.samplesMs ? { samples_ms: s.samplesMs } : {}),
     ...(s.reason ? { reason: s.reason } : {}),
     ...(Object.keys(s.extras).length ? { extras: s.extras } : {}),
   };

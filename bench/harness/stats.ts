@@ -17,6 +17,8 @@ export interface Series {
   medianMs?: number;
   maxMs?: number;
   rssMedian?: number;
+  /** Every counted run's time, in run order. */
+  samplesMs?: number[];
   extras: Record<string, number | string>;
 }
 
@@ -45,6 +47,7 @@ export function summarize(label: string, samples: readonly Sample[], failures: n
     medianMs: median(ms),
     maxMs: Math.max(...ms),
     ...(rss.length > 0 ? { rssMedian: median(rss) } : {}),
+    samplesMs: ms,
     extras,
   };
 }
