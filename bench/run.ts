@@ -35,6 +35,21 @@ function checkBuilt(): string | null {
   return null;
 }
 
+/** The addon is built by `npm install`, not by `npm run build`: say so when it is older than its sources. */
+function staleAddonNote(): string | null {
+  const newest = (dir: string) => {
+    try {
+      return Math.max(...fs.readdirSync(dir).map((f) => fs.statSync(path.join(dir, f)).mtimeMs));
+    } catch {
+      return Number.NaN;
+    }
+  };
+  const built = newest(path.join(REPO_DIR, "build", "Release"));
+  const sources = newest(path.join(REPO_DIR, "native"));
+  if (!(sources > built)) return null;
+  return "the native addon in build/Release is older than native/ sources: rebuild it (`node scripts/build-native.mjs` or `npm ci`) before trusting the figures";
+}
+
 async function main(): Promise<number> {
   let options: ReturnType<typeof parseOptions>;
   try {
@@ -63,6 +78,11 @@ async function main(): Promise<number> {
     );
   } else progress(`reference figures are skipped: ${reference.reason}`);
   const notes: string[] = [];
+  const stale = staleAddonNote();
+  if (stale) {
+    notes.push(stale);
+    progress(`WARNING: ${stale}`);
+  }
   if (reference.available && reference.versions.safetensors !== "0.8.0") {
     notes.push(`the reference is safetensors ${reference.versions.safetensors}; the goals compare against 0.8.0`);
   }
