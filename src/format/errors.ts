@@ -75,7 +75,14 @@ export function isSafetensorError(error: unknown): error is SafetensorError {
   return error instanceof SafetensorError;
 }
 
-/** Quote a tensor name for messages so that odd names (empty, spaces, control characters) stay visible. */
+/** Names longer than this are shortened in messages (the full name stays in `SafetensorError.tensor`). */
+const MESSAGE_NAME_CHARS = 200;
+
+/**
+ * Quote a tensor name for messages so that odd names (empty, spaces, control characters) stay visible. A very long
+ * name (a hostile header can hold one of 100 M characters) is cut, with its length said.
+ */
 export function quoteName(name: string): string {
-  return JSON.stringify(name);
+  if (name.length <= MESSAGE_NAME_CHARS) return JSON.stringify(name);
+  return `${JSON.stringify(name.slice(0, MESSAGE_NAME_CHARS))}… (${name.length} characters)`;
 }

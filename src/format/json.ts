@@ -118,71 +118,62 @@ export class JsonCursor {
   /** Read a string token (cursor on or before its opening quote). */
   string(): string {
     if (this.peek() !== 0x22) this.fail("expected a string");
+    const start = this.pos;
+    const end = this.stringEnd(start + 1);
+    this.pos = end + 1;
+    // The token is valid JSON and serde_json-valid (checked above), so the native decoder gives the same string,
+    // without a concatenation per escape (a 10 M-escape string would otherwise build 10 M intermediate strings).
+    return this.escaped ? (JSON.parse(this.text.slice(start, end + 1)) as string) : this.text.slice(start + 1, end);
+  }
+
+  /** Validate and skip a string token (cursor on or before its opening quote); nothing is decoded. */
+  skipString(): void {
+    if (this.peek() !== 0x22) this.fail("expected a string");
+    this.pos = this.stringEnd(this.pos + 1) + 1;
+  }
+
+  /** Whether the last string scanned by {@link stringEnd} had an escape. */
+  private escaped = false;
+
+  /**
+   * Where the string whose contents start at `from` ends (its closing quote), checking every character and escape
+   * by serde_json's rules. One linear loop, no regular expression (a backtracking one overflows the stack on
+   * strings of ~8 M characters) and no allocation.
+   */
+  private stringEnd(from: number): number {
     const text = this.text;
-    let pos = this.pos + 1;
-    let start = pos;
-    let out = "";
+    let pos = from;
+    let escaped = false;
     for (;;) {
       const c = text.charCodeAt(pos);
       if (c === 0x22) break;
-      if (Number.isNaN(c)) this.fail("EOF while parsing a string", pos);
-      if (c < 0x20) this.fail("control character (\\u0000-\\u001F) found while parsing a string", pos);
       if (c !== 0x5c) {
+        if (c < 0x20) this.fail("control character (\\u0000-\\u001F) found while parsing a string", pos);
+        if (Number.isNaN(c)) this.fail("EOF while parsing a string", pos);
         pos++;
         continue;
       }
-      out += text.slice(start, pos);
+      escaped = true;
       const e = text.charCodeAt(pos + 1);
       pos += 2;
-      switch (e) {
-        case 0x22:
-          out += '"';
-          break;
-        case 0x5c:
-          out += "\\";
-          break;
-        case 0x2f:
-          out += "/";
-          break;
-        case 0x62:
-          out += "\b";
-          break;
-        case 0x66:
-          out += "\f";
-          break;
-        case 0x6e:
-          out += "\n";
-          break;
-        case 0x72:
-          out += "\r";
-          break;
-        case 0x74:
-          out += "\t";
-          break;
-        case 0x75: {
-          const unit = this.hex4(pos);
-          pos += 4;
-          if (unit >= 0xdc00 && unit <= 0xdfff) this.fail("lone leading surrogate in hex escape", pos);
-          if (unit >= 0xd800 && unit <= 0xdbff) {
-            if (text.charCodeAt(pos) !== 0x5c || text.charCodeAt(pos + 1) !== 0x75) {
-              this.fail("unexpected end of hex escape", pos);
-            }
-            const low = this.hex4(pos + 2);
-            if (low < 0xdc00 || low > 0xdfff) this.fail("lone leading surrogate in hex escape", pos + 2);
-            pos += 6;
-            out += String.fromCharCode(unit, low);
-          } else {
-            out += String.fromCharCode(unit);
+      if (e === 0x75) {
+        const unit = this.hex4(pos);
+        pos += 4;
+        if (unit >= 0xdc00 && unit <= 0xdfff) this.fail("lone leading surrogate in hex escape", pos);
+        if (unit >= 0xd800 && unit <= 0xdbff) {
+          if (text.charCodeAt(pos) !== 0x5c || text.charCodeAt(pos + 1) !== 0x75) {
+            this.fail("unexpected end of hex escape", pos);
           }
-          break;
+          const low = this.hex4(pos + 2);
+          if (low < 0xdc00 || low > 0xdfff) this.fail("lone leading surrogate in hex escape", pos + 2);
+          pos += 6;
         }
-        default:
-          this.fail("invalid escape", pos - 1);
+      } else if (!isSimpleEscape(e)) {
+        this.fail(Number.isNaN(e) ? "EOF while parsing a string" : "invalid escape", pos - 1);
       }
-      start = pos;
     }
-    this.pos = pos + 1;
-    return out + text.slice(start, pos);
+    this.escaped = escaped;
+    return pos;
   }
 
   private hex4(at: number): number {
@@ -243,25 +234,30 @@ export class JsonCursor {
     if (!isFloat && !(negative && intEnd - start === 2 && first === 0x30)) {
       const digits = intEnd - start - (negative ? 1 : 0);
       if (digits <= 15) return { kind: "integer", value: Number(token), negative };
-      const value = BigInt(token);
-      if (negative ? value >= I64_MIN : value <= U64_MAX) return { kind: "integer", value, negative };
+      // No leading zeros: more than 20 digits is beyond u64 (and i64), a float for serde_json. BigInt only for the
+      // few lengths that can fit (parsing 100 M digits into a BigInt takes ~40 s).
+      if (digits <= 20) {
+        const value = BigInt(token);
+        if (negative ? value >= I64_MIN : value <= U64_MAX) return { kind: "integer", value, negative };
+      }
     }
-    if (serdeFloatOverflows(token)) this.fail("number out of range", pos);
-    return { kind: "float", value: Number(token) };
+    const value = Number(token);
+    if (!(Math.abs(value) < 1e308) && serdeFloatOverflows(token)) this.fail("number out of range", pos);
+    return { kind: "float", value };
   }
 
-  /** Validate and skip any value. */
+  /** Validate and skip any value; keys and strings are checked, not decoded. */
   skipValue(): void {
     const c = this.peek();
     switch (c) {
       case 0x7b:
-        this.object(() => this.skipValue());
+        this.skipContainer(0x7d);
         return;
       case 0x5b:
-        this.array(() => this.skipValue());
+        this.skipContainer(0x5d);
         return;
       case 0x22:
-        this.string();
+        this.skipString();
         return;
       case 0x74:
         this.literal("true");
@@ -279,6 +275,36 @@ export class JsonCursor {
         }
         this.fail(Number.isNaN(c) ? "EOF while parsing a value" : "expected value");
     }
+  }
+
+  /** An object (`close` = `}`) or array (`]`) being skipped: the same grammar and messages as object() / array(). */
+  private skipContainer(close: 0x7d | 0x5d): void {
+    const isObject = close === 0x7d;
+    this.pos++;
+    this.enter();
+    if (this.peek() === close) {
+      this.pos++;
+      this.leave();
+      return;
+    }
+    const eof = isObject ? "EOF while parsing an object" : "EOF while parsing a list";
+    for (;;) {
+      if (isObject) {
+        if (this.peek() !== 0x22) this.fail(this.atEnd() ? eof : "key must be a string");
+        this.skipString();
+        this.expect(0x3a, "`:`");
+      }
+      this.skipValue();
+      const c = this.peek();
+      this.pos++;
+      if (c === 0x2c) {
+        if (this.peek() === close) this.fail("trailing comma");
+        continue;
+      }
+      if (c === close) break;
+      this.fail(Number.isNaN(c) ? eof : isObject ? "expected `,` or `}`" : "expected `,` or `]`", this.pos - 1);
+    }
+    this.leave();
   }
 
   literal(word: "true" | "false" | "null"): void {
@@ -311,10 +337,16 @@ export function serdeFloatOverflows(token: string): boolean {
   let significand = 0n;
   let exponent = 0;
   let truncated = false;
+  // Digits are added one by one while the significand can still fit a u64 (at most 20 of them); the rest only move
+  // the exponent and are counted without arithmetic, so a number of 100 M digits costs one pass.
   for (; isDigit(token.charCodeAt(i)); i++) {
+    if (truncated) {
+      exponent++; // digits past a full u64 only scale the value
+      continue;
+    }
     const next = significand * 10n + BigInt(token.charCodeAt(i) - 0x30);
-    if (truncated || next > U64_MAX) {
-      truncated = true; // digits past a full u64 only scale the value
+    if (next > U64_MAX) {
+      truncated = true;
       exponent++;
     } else {
       significand = next;
@@ -322,9 +354,15 @@ export function serdeFloatOverflows(token: string): boolean {
   }
   if (token.charCodeAt(i) === 0x2e) {
     for (i++; isDigit(token.charCodeAt(i)); i++) {
-      const next = significand * 10n + BigInt(token.charCodeAt(i) - 0x30);
-      if (truncated || next > U64_MAX) {
-        truncated = true; // further fraction digits are ignored
+      if (truncated) continue; // further fraction digits are ignored
+      const digit = token.charCodeAt(i) - 0x30;
+      if (significand === 0n && digit === 0) {
+        exponent--; // leading zeros of a fraction: no arithmetic
+        continue;
+      }
+      const next = significand * 10n + BigInt(digit);
+      if (next > U64_MAX) {
+        truncated = true;
       } else {
         significand = next;
         exponent--;
@@ -359,6 +397,11 @@ export function serdeFloatOverflows(token: string): boolean {
     f /= 1e308;
     exponent += 308;
   }
+}
+
+/** The one-character escapes: `"` `\\` `/` `b` `f` `n` `r` `t`. */
+function isSimpleEscape(e: number): boolean {
+  return e === 0x22 || e === 0x5c || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74;
 }
 
 function isDigit(c: number): boolean {
