@@ -98,13 +98,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Steps 4–7, given the N header bytes (after the 8-byte prefix) of a file of `fileLength` bytes. */
 export function parseHeader(headerBytes: Uint8Array, fileLength: number, options: HeaderOptions = {}): Header {
-  let text: string;
-  try {
-    text = utf8.decode(headerBytes);
-  } catch (cause) {
-    throw new SafetensorError("InvalidHeaderUtf8", "header is not valid UTF-8", { cause });
-  }
-  return headerFromJson(readHeaderJsonFast(text) ?? readHeaderJson(text), headerBytes.length, fileLength, options);
+  return headerFromJson(readHeaderBytes(headerBytes), headerBytes.length, fileLength, options);
 }
 
 /** Steps 6–7 over a parsed header (from the readers here, or from a native scanner that agrees with them). */
@@ -146,6 +140,55 @@ function toU64(value: bigint): U64 {
 export type HeaderJson = { metadata: Map<string, string> | null; entries: Entry[] };
 
 /**
+ * Steps 4–5: UTF-8, then the JSON. Ordinary headers are decoded and given to `JSON.parse` (the fast path); anything
+ * the pre-scan flags, and anything the fast path returns, goes to the strict reader, which reads the bytes in place.
+ */
+function readHeaderBytes(bytes: Uint8Array): HeaderJson {
+  const colons = prescan(bytes);
+  if (colons >= 0) {
+    let text: string;
+    try {
+      text = utf8.decode(bytes);
+    } catch (cause) {
+      throw notUtf8(cause);
+    }
+    const fast = fastPath(text, colons);
+    if (fast) return fast;
+  } else {
+    checkUtf8(bytes);
+  }
+  return readHeaderJson(bytes);
+}
+
+function notUtf8(cause: unknown): SafetensorError {
+  return new SafetensorError("InvalidHeaderUtf8", "header is not valid UTF-8", { cause });
+}
+
+/** UTF-8 is checked in pieces this large: the decoded pieces are dropped at once, never a header-sized string. */
+const UTF8_CHUNK = 64 * 1024;
+
+/** Step 4 without keeping the text (the reference checks the whole header before parsing any of it). */
+function checkUtf8(bytes: Uint8Array): void {
+  if (bytes.length <= UTF8_CHUNK) {
+    try {
+      utf8.decode(bytes);
+    } catch (cause) {
+      throw notUtf8(cause);
+    }
+    return;
+  }
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  try {
+    for (let at = 0; at < bytes.length; at += UTF8_CHUNK) {
+      decoder.decode(bytes.subarray(at, at + UTF8_CHUNK), { stream: true });
+    }
+    decoder.decode();
+  } catch (cause) {
+    throw notUtf8(cause);
+  }
+}
+
+/**
  * Step 5, fast path: the native `JSON.parse` plus the checks it cannot make (duplicate keys are found by comparing
  * the number of `:` outside strings with the number of keys parsed; numbers and escapes it reads differently from
  * serde_json, and nesting deeper than serde_json's limit, send the text to the strict reader). Returns null whenever
@@ -153,8 +196,12 @@ export type HeaderJson = { metadata: Map<string, string> | null; entries: Entry[
  * strict reader's. Exported for tests.
  */
 export function readHeaderJsonFast(text: string): HeaderJson | null {
-  const colons = prescan(text);
-  if (colons < 0) return null;
+  const colons = prescan(new TextEncoder().encode(text));
+  return colons < 0 ? null : fastPath(text, colons);
+}
+
+/** The fast path once the pre-scan has counted `colons` and found nothing for the strict reader. */
+function fastPath(text: string, colons: number): HeaderJson | null {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -224,8 +271,8 @@ export function readHeaderJsonFast(text: string): HeaderJson | null {
  * Strings are jumped over with `indexOf`; no regular expression (a backtracking one overflowed the stack on any
  * string of ~8 M characters) and no substrings.
  */
-function prescan(text: string): number {
-  const length = text.length;
+function prescan(bytes: Uint8Array): number {
+  const length = bytes.length;
   let depth = 0;
   let digits = 0;
   let colons = 0;
@@ -236,32 +283,33 @@ function prescan(text: string): number {
   // Next backslash at or after the current string's start (length when none): strings without one are skipped whole.
   let backslash = -1;
   for (let pos = 0; pos < length; pos++) {
-    const c = text.charCodeAt(pos);
+    const c = bytes[pos]!;
     if (c >= 0x30 && c <= 0x39) {
       if (++digits >= 16) return -1;
       continue;
     }
+    if (OUTSIDE_STRINGS[c] === 0) return -1;
     const afterDigit = digits > 0;
     digits = 0;
     switch (c) {
       case 0x22: {
-        let close = text.indexOf('"', pos + 1);
+        let close = bytes.indexOf(0x22, pos + 1);
         if (close < 0) return -1;
-        if (backslash <= pos) backslash = nextIndex(text, "\\", pos + 1);
+        if (backslash <= pos) backslash = nextIndex(bytes, 0x5c, pos + 1);
         while (backslash < close) {
           // An escape inside this string: `\uD8..`–`\uDF..` is a surrogate; `\"` moves the end further on.
-          const e = text.charCodeAt(backslash + 1);
+          const e = bytes[backslash + 1];
           if (e === 0x75) {
-            const h = text.charCodeAt(backslash + 2) | 0x20;
-            const l = text.charCodeAt(backslash + 3) | 0x20;
+            const h = (bytes[backslash + 2] ?? 0) | 0x20;
+            const l = (bytes[backslash + 3] ?? 0) | 0x20;
             if (h === 0x64 && ((l >= 0x38 && l <= 0x39) || (l >= 0x61 && l <= 0x66))) return -1;
           }
           const after = backslash + 2;
           if (close < after) {
-            close = text.indexOf('"', after);
+            close = bytes.indexOf(0x22, after);
             if (close < 0) return -1;
           }
-          backslash = nextIndex(text, "\\", after);
+          backslash = nextIndex(bytes, 0x5c, after);
         }
         pos = close;
         break;
@@ -303,10 +351,14 @@ function prescan(text: string): number {
   return colons;
 }
 
-function nextIndex(text: string, char: string, from: number): number {
-  const at = text.indexOf(char, from);
-  return at < 0 ? text.length : at;
+function nextIndex(bytes: Uint8Array, byte: number, from: number): number {
+  const at = bytes.indexOf(byte, from);
+  return at < 0 ? bytes.length : at;
 }
+
+/** Bytes JSON allows outside strings (1): whitespace, punctuation, digits, sign, and the letters of literals and exponents. */
+const OUTSIDE_STRINGS = new Uint8Array(256);
+for (const c of ' \t\r\n{}[]:,"0123456789+-.eEtrufalsn') OUTSIDE_STRINGS[c.charCodeAt(0)] = 1;
 
 /**
  * Keys that JavaScript objects enumerate before the others (integer-like), which would change the order of ties.
@@ -340,9 +392,9 @@ function countKeys(value: unknown, level: number): number {
   return keys;
 }
 
-/** Step 5: syntax, structure, dtypes, duplicates. Exported for tests. */
-export function readHeaderJson(text: string): { metadata: Map<string, string> | null; entries: Entry[] } {
-  const cursor = new JsonCursor(text);
+/** Step 5: syntax, structure, dtypes, duplicates, over UTF-8 already checked. Exported for tests (which pass text). */
+export function readHeaderJson(input: string | Uint8Array): HeaderJson {
+  const cursor = new JsonCursor(typeof input === "string" ? new TextEncoder().encode(input) : input);
   const entries: Entry[] = [];
   let metadata: Map<string, string> | null = null;
   let sawMetadata = false;
@@ -565,7 +617,10 @@ function readU64List(cursor: JsonCursor, bad: (what: () => string) => void): U64
     }
     const token = cursor.number();
     if (token.kind !== "integer" || token.negative) {
-      if (ok) bad(() => `must contain only integers in [0, 2^64), found ${token.value}`);
+      if (ok)
+        bad(
+          () => `must contain only integers in [0, 2^64), found ${token.kind === "float" ? token.text : token.value}`,
+        );
       ok = false;
       return;
     }

@@ -3,8 +3,10 @@
  * above 2^53. It accepts exactly what the reference (serde_json) accepts: RFC 8259 grammar, whitespace limited to
  * space/tab/CR/LF, no lone surrogate escapes, finite numbers only, nesting at most 127 levels deep.
  *
- * It is a cursor, not a tree builder: the header parser drives it and keeps only what it needs, so a 100 MB header
- * costs one pass and no intermediate objects.
+ * It is a cursor over the header's bytes (already checked to be UTF-8), not a tree builder: the header parser drives
+ * it and keeps only what it needs, so a 100 MB header costs one pass, no intermediate objects and no 100 MB string
+ * (the reference fails a bad 99 MB header in ~40 ms and ~105 MiB; a decoded copy alone would double that memory).
+ * Only the strings the parser keeps are decoded, each on its own.
  */
 import { SafetensorError } from "./errors.js";
 
@@ -13,36 +15,52 @@ export const MAX_JSON_DEPTH = 127;
 
 /** A JSON integer token; `value` is exact: a number up to 15 digits, a bigint beyond. */
 export type JsonInteger = { readonly kind: "integer"; readonly value: number | bigint; readonly negative: boolean };
+/** A JSON number that is not an integer for serde_json; `text` is the token, shortened when very long. */
+export type JsonFloat = { readonly kind: "float"; readonly text: string };
+
+/** End of input, for `peek()` and friends. */
+const EOF = -1;
+
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 export class JsonCursor {
   pos = 0;
   depth = 0;
+  private readonly length: number;
 
-  constructor(readonly text: string) {}
+  constructor(readonly bytes: Uint8Array) {
+    this.length = bytes.length;
+  }
 
   fail(what: string, at = this.pos): never {
     throw new SafetensorError("InvalidHeaderJson", `invalid JSON in header: ${what} at ${this.where(at)}`);
   }
 
   where(at: number): string {
-    return `character ${at + 1}`;
+    return `byte ${at + 1}`;
+  }
+
+  /** The byte at `at`, or EOF past the end. */
+  at(at: number): number {
+    return at < this.length ? this.bytes[at]! : EOF;
   }
 
   skipWhitespace(): void {
-    const text = this.text;
+    const bytes = this.bytes;
+    const length = this.length;
     let pos = this.pos;
-    for (;;) {
-      const c = text.charCodeAt(pos);
+    while (pos < length) {
+      const c = bytes[pos]!;
       if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) pos++;
       else break;
     }
     this.pos = pos;
   }
 
-  /** Next significant character code (after whitespace), not consumed; NaN at end of input. */
+  /** Next significant byte (after whitespace), not consumed; EOF (-1) at end of input. */
   peek(): number {
     this.skipWhitespace();
-    return this.text.charCodeAt(this.pos);
+    return this.at(this.pos);
   }
 
   expect(code: number, what: string): void {
@@ -83,7 +101,7 @@ export class JsonCursor {
         continue;
       }
       if (c === 0x7d) break;
-      this.fail(Number.isNaN(c) ? "EOF while parsing an object" : "expected `,` or `}`", this.pos - 1);
+      this.fail(c === EOF ? "EOF while parsing an object" : "expected `,` or `}`", this.pos - 1);
     }
     this.leave();
   }
@@ -106,13 +124,13 @@ export class JsonCursor {
         continue;
       }
       if (c === 0x5d) break;
-      this.fail(Number.isNaN(c) ? "EOF while parsing a list" : "expected `,` or `]`", this.pos - 1);
+      this.fail(c === EOF ? "EOF while parsing a list" : "expected `,` or `]`", this.pos - 1);
     }
     this.leave();
   }
 
   atEnd(): boolean {
-    return this.pos >= this.text.length;
+    return this.pos >= this.length;
   }
 
   /** Read a string token (cursor on or before its opening quote). */
@@ -121,9 +139,10 @@ export class JsonCursor {
     const start = this.pos;
     const end = this.stringEnd(start + 1);
     this.pos = end + 1;
+    if (!this.escaped) return utf8.decode(this.bytes.subarray(start + 1, end));
     // The token is valid JSON and serde_json-valid (checked above), so the native decoder gives the same string,
     // without a concatenation per escape (a 10 M-escape string would otherwise build 10 M intermediate strings).
-    return this.escaped ? (JSON.parse(this.text.slice(start, end + 1)) as string) : this.text.slice(start + 1, end);
+    return JSON.parse(utf8.decode(this.bytes.subarray(start, end + 1))) as string;
   }
 
   /** Validate and skip a string token (cursor on or before its opening quote); nothing is decoded. */
@@ -141,27 +160,28 @@ export class JsonCursor {
    * strings of ~8 M characters) and no allocation.
    */
   private stringEnd(from: number): number {
-    const text = this.text;
+    const bytes = this.bytes;
+    const length = this.length;
     let pos = from;
     let escaped = false;
     for (;;) {
-      const c = text.charCodeAt(pos);
+      if (pos >= length) this.fail("EOF while parsing a string", pos);
+      const c = bytes[pos]!;
       if (c === 0x22) break;
       if (c !== 0x5c) {
         if (c < 0x20) this.fail("control character (\\u0000-\\u001F) found while parsing a string", pos);
-        if (Number.isNaN(c)) this.fail("EOF while parsing a string", pos);
         pos++;
         continue;
       }
       escaped = true;
-      const e = text.charCodeAt(pos + 1);
+      const e = this.at(pos + 1);
       pos += 2;
       if (e === 0x75) {
         const unit = this.hex4(pos);
         pos += 4;
         if (unit >= 0xdc00 && unit <= 0xdfff) this.fail("lone leading surrogate in hex escape", pos);
         if (unit >= 0xd800 && unit <= 0xdbff) {
-          if (text.charCodeAt(pos) !== 0x5c || text.charCodeAt(pos + 1) !== 0x75) {
+          if (this.at(pos) !== 0x5c || this.at(pos + 1) !== 0x75) {
             this.fail("unexpected end of hex escape", pos);
           }
           const low = this.hex4(pos + 2);
@@ -169,7 +189,7 @@ export class JsonCursor {
           pos += 6;
         }
       } else if (!isSimpleEscape(e)) {
-        this.fail(Number.isNaN(e) ? "EOF while parsing a string" : "invalid escape", pos - 1);
+        this.fail(e === EOF ? "EOF while parsing a string" : "invalid escape", pos - 1);
       }
     }
     this.escaped = escaped;
@@ -179,12 +199,12 @@ export class JsonCursor {
   private hex4(at: number): number {
     let value = 0;
     for (let i = 0; i < 4; i++) {
-      const c = this.text.charCodeAt(at + i);
+      const c = this.at(at + i);
       let digit: number;
       if (c >= 0x30 && c <= 0x39) digit = c - 0x30;
       else if (c >= 0x41 && c <= 0x46) digit = c - 0x37;
       else if (c >= 0x61 && c <= 0x66) digit = c - 0x57;
-      else this.fail(Number.isNaN(c) ? "EOF while parsing a string" : "invalid escape", at + i);
+      else this.fail(c === EOF ? "EOF while parsing a string" : "invalid escape", at + i);
       value = value * 16 + digit;
     }
     return value;
@@ -194,56 +214,65 @@ export class JsonCursor {
    * Read a number token. Integers (no fraction, no exponent) come back exact; anything else as a float, which must be
    * finite (serde_json: "number out of range"). An integer beyond u64 is a float for serde_json, and so here.
    */
-  number(): JsonInteger | { readonly kind: "float"; readonly value: number } {
+  number(): JsonInteger | JsonFloat {
     this.skipWhitespace();
-    const text = this.text;
     const start = this.pos;
     let pos = start;
-    const negative = text.charCodeAt(pos) === 0x2d;
+    const negative = this.at(pos) === 0x2d;
     if (negative) pos++;
-    const first = text.charCodeAt(pos);
+    const first = this.at(pos);
     if (first === 0x30) {
       pos++;
-      const next = text.charCodeAt(pos);
-      if (next >= 0x30 && next <= 0x39) this.fail("invalid number", pos);
+      if (isDigit(this.at(pos))) this.fail("invalid number", pos);
     } else if (first >= 0x31 && first <= 0x39) {
-      while (isDigit(text.charCodeAt(pos))) pos++;
+      pos = this.digitsEnd(pos);
     } else {
       this.fail(negative ? "invalid number" : "expected value", pos);
     }
     const intEnd = pos;
     let isFloat = false;
-    if (text.charCodeAt(pos) === 0x2e) {
+    if (this.at(pos) === 0x2e) {
       pos++;
-      if (!isDigit(text.charCodeAt(pos))) this.fail("invalid number", pos);
-      while (isDigit(text.charCodeAt(pos))) pos++;
+      if (!isDigit(this.at(pos))) this.fail("invalid number", pos);
+      pos = this.digitsEnd(pos);
       isFloat = true;
     }
-    const e = text.charCodeAt(pos);
+    const e = this.at(pos);
     if (e === 0x65 || e === 0x45) {
       pos++;
-      const sign = text.charCodeAt(pos);
+      const sign = this.at(pos);
       if (sign === 0x2b || sign === 0x2d) pos++;
-      if (!isDigit(text.charCodeAt(pos))) this.fail("invalid number", pos);
-      while (isDigit(text.charCodeAt(pos))) pos++;
+      if (!isDigit(this.at(pos))) this.fail("invalid number", pos);
+      pos = this.digitsEnd(pos);
       isFloat = true;
     }
     this.pos = pos;
-    const token = text.slice(start, pos);
     // serde_json reads "-0" as the float -0.0.
     if (!isFloat && !(negative && intEnd - start === 2 && first === 0x30)) {
-      const digits = intEnd - start - (negative ? 1 : 0);
-      if (digits <= 15) return { kind: "integer", value: Number(token), negative };
+      const digitsStart = negative ? start + 1 : start;
+      const digits = intEnd - digitsStart;
+      if (digits <= 15) {
+        let value = 0;
+        for (let i = digitsStart; i < intEnd; i++) value = value * 10 + (this.bytes[i]! - 0x30);
+        return { kind: "integer", value: negative ? -value : value, negative };
+      }
       // No leading zeros: more than 20 digits is beyond u64 (and i64), a float for serde_json. BigInt only for the
-      // few lengths that can fit (parsing 100 M digits into a BigInt takes ~40 s).
+      // few lengths that can fit (parsing 100 M digits into a BigInt took ~40 s).
       if (digits <= 20) {
-        const value = BigInt(token);
+        const value = BigInt(ascii(this.bytes, start, intEnd));
         if (negative ? value >= I64_MIN : value <= U64_MAX) return { kind: "integer", value, negative };
       }
     }
-    const value = Number(token);
-    if (!(Math.abs(value) < 1e308) && serdeFloatOverflows(token)) this.fail("number out of range", pos);
-    return { kind: "float", value };
+    if (serdeFloatOverflows(this.bytes, start, pos)) this.fail("number out of range", pos);
+    return { kind: "float", text: tokenText(this.bytes, start, pos) };
+  }
+
+  private digitsEnd(from: number): number {
+    const bytes = this.bytes;
+    const length = this.length;
+    let pos = from;
+    while (pos < length && isDigit(bytes[pos]!)) pos++;
+    return pos;
   }
 
   /** Validate and skip any value; keys and strings are checked, not decoded. */
@@ -273,7 +302,7 @@ export class JsonCursor {
           this.number();
           return;
         }
-        this.fail(Number.isNaN(c) ? "EOF while parsing a value" : "expected value");
+        this.fail(c === EOF ? "EOF while parsing a value" : "expected value");
     }
   }
 
@@ -302,14 +331,16 @@ export class JsonCursor {
         continue;
       }
       if (c === close) break;
-      this.fail(Number.isNaN(c) ? eof : isObject ? "expected `,` or `}`" : "expected `,` or `]`", this.pos - 1);
+      this.fail(c === EOF ? eof : isObject ? "expected `,` or `}`" : "expected `,` or `]`", this.pos - 1);
     }
     this.leave();
   }
 
   literal(word: "true" | "false" | "null"): void {
     this.skipWhitespace();
-    if (this.text.startsWith(word, this.pos)) {
+    let i = 0;
+    while (i < word.length && this.at(this.pos + i) === word.charCodeAt(i)) i++;
+    if (i === word.length) {
       this.pos += word.length;
       return;
     }
@@ -318,7 +349,7 @@ export class JsonCursor {
 
   /** After the top-level value: only whitespace may follow. */
   end(): void {
-    if (!Number.isNaN(this.peek())) this.fail("trailing characters");
+    if (this.peek() !== EOF) this.fail("trailing characters");
   }
 }
 
@@ -326,66 +357,70 @@ const U64_MAX = 2n ** 64n - 1n;
 const I64_MIN = -(2n ** 63n);
 const I32_MAX = 2 ** 31 - 1;
 
+/** The largest u64, as the 20-digit string that 20-digit significands are compared with. */
+const U64_MAX_DIGITS = "18446744073709551615";
+
 /**
- * Whether serde_json (without its `float_roundtrip` feature, as the reference builds it) rejects a number token as
- * "number out of range". It keeps at most the digits that fit in a u64 significand, then computes
- * `significand as f64 * 10^exponent` in doubles and fails if that overflows — so a few tokens just below the largest
- * double (1.7976931348623158e308) fail there although they round to a finite value. Same steps, same doubles here.
+ * Whether serde_json (without its `float_roundtrip` feature, as the reference builds it) rejects the number token
+ * `bytes[start, end)` as "number out of range". It keeps at most the digits that fit in a u64 significand, then
+ * computes `significand as f64 * 10^exponent` in doubles and fails if that overflows — so a few tokens just below the
+ * largest double (1.7976931348623158e308) fail there although they round to a finite value. Same steps, same
+ * doubles here; one pass over the digits and no BigInt, so a number of 100 M digits costs what reading it costs.
  */
-export function serdeFloatOverflows(token: string): boolean {
-  let i = token.charCodeAt(0) === 0x2d ? 1 : 0;
-  let significand = 0n;
+function serdeFloatOverflows(bytes: Uint8Array, start: number, end: number): boolean {
+  let i = bytes[start] === 0x2d ? start + 1 : start;
+  const intStart = i;
+  while (i < end && isDigit(bytes[i]!)) i++;
+  const intDigits = i - intStart;
+  let fracStart = i;
+  let fracEnd = i;
+  if (bytes[i] === 0x2e) {
+    fracStart = ++i;
+    while (i < end && isDigit(bytes[i]!)) i++;
+    fracEnd = i;
+  }
+  let exp = 0;
+  let expNegative = false;
+  let expDigits = 0;
+  if (i < end) {
+    i++; // e or E
+    expNegative = bytes[i] === 0x2d;
+    if (bytes[i] === 0x2b || bytes[i] === 0x2d) i++;
+    while (i < end && bytes[i] === 0x30) i++; // leading zeros change nothing
+    expDigits = end - i;
+    for (; i < end && expDigits <= 10; i++) exp = exp * 10 + (bytes[i]! - 0x30);
+  }
+  // Quick answer: below 10^intDigits * 10^exp <= 10^307 serde's double cannot overflow (its rounding errors are a
+  // few ulps). That is every number of ordinary size.
+  if (expDigits <= 9 && intDigits + (expNegative ? -exp : exp) <= 307) return false;
+
+  // serde's significand: digits while the value fits a u64 (leading fraction zeros add nothing), then the exponent.
+  let kept = "";
   let exponent = 0;
   let truncated = false;
-  // Digits are added one by one while the significand can still fit a u64 (at most 20 of them); the rest only move
-  // the exponent and are counted without arithmetic, so a number of 100 M digits costs one pass.
-  for (; isDigit(token.charCodeAt(i)); i++) {
-    if (truncated) {
-      exponent++; // digits past a full u64 only scale the value
-      continue;
+  const keep = (digit: number): boolean => {
+    if (truncated) return false;
+    if (kept.length === 0 && digit === 0x30) return true; // a zero significand stays zero
+    const next = kept + String.fromCharCode(digit);
+    if (next.length < 20 || (next.length === 20 && next <= U64_MAX_DIGITS)) {
+      kept = next;
+      return true;
     }
-    const next = significand * 10n + BigInt(token.charCodeAt(i) - 0x30);
-    if (next > U64_MAX) {
-      truncated = true;
-      exponent++;
-    } else {
-      significand = next;
-    }
+    truncated = true;
+    return false;
+  };
+  const intEnd = intStart + intDigits;
+  let j = intStart;
+  for (; j < intEnd && !truncated; j++) if (!keep(bytes[j]!)) exponent++;
+  exponent += intEnd - j; // digits past a full u64 only scale the value
+  for (j = fracStart; j < fracEnd && !truncated; j++) if (keep(bytes[j]!)) exponent--;
+  if (expDigits > 0) {
+    // serde_json stops reading an exponent past i32: a non-zero significand with a positive one overflows, else 0.
+    if (expDigits > 10 || exp > I32_MAX) return kept.length > 0 && !expNegative;
+    exponent = expNegative ? Math.max(exponent - exp, -I32_MAX - 1) : Math.min(exponent + exp, I32_MAX);
   }
-  if (token.charCodeAt(i) === 0x2e) {
-    for (i++; isDigit(token.charCodeAt(i)); i++) {
-      if (truncated) continue; // further fraction digits are ignored
-      const digit = token.charCodeAt(i) - 0x30;
-      if (significand === 0n && digit === 0) {
-        exponent--; // leading zeros of a fraction: no arithmetic
-        continue;
-      }
-      const next = significand * 10n + BigInt(digit);
-      if (next > U64_MAX) {
-        truncated = true;
-      } else {
-        significand = next;
-        exponent--;
-      }
-    }
-  }
-  const e = token.charCodeAt(i);
-  if (e === 0x65 || e === 0x45) {
-    i++;
-    const sign = token.charCodeAt(i);
-    const positiveExp = sign !== 0x2d;
-    if (sign === 0x2b || sign === 0x2d) i++;
-    let exp = 0;
-    for (; isDigit(token.charCodeAt(i)); i++) {
-      const digit = token.charCodeAt(i) - 0x30;
-      if (exp > Math.floor(I32_MAX / 10) || (exp === Math.floor(I32_MAX / 10) && digit > I32_MAX % 10)) {
-        return significand !== 0n && positiveExp;
-      }
-      exp = exp * 10 + digit;
-    }
-    exponent = positiveExp ? Math.min(exponent + exp, I32_MAX) : Math.max(exponent - exp, -I32_MAX - 1);
-  }
-  let f = Number(significand);
+  // `significand as f64`: Number() of the digits rounds to nearest, as the conversion from u64 does.
+  let f = kept.length === 0 ? 0 : Number(kept);
   for (;;) {
     const magnitude = Math.abs(exponent);
     if (magnitude <= 308) {
@@ -397,6 +432,17 @@ export function serdeFloatOverflows(token: string): boolean {
     f /= 1e308;
     exponent += 308;
   }
+}
+
+/** An ASCII byte range as a string (number tokens). */
+function ascii(bytes: Uint8Array, start: number, end: number): string {
+  return utf8.decode(bytes.subarray(start, end));
+}
+
+/** A number token for messages, shortened when very long. */
+function tokenText(bytes: Uint8Array, start: number, end: number): string {
+  if (end - start <= 40) return ascii(bytes, start, end);
+  return `${ascii(bytes, start, start + 24)}… (${end - start} characters)`;
 }
 
 /** The one-character escapes: `"` `\\` `/` `b` `f` `n` `r` `t`. */
@@ -426,7 +472,7 @@ export function describeValueAt(cursor: JsonCursor): string {
  */
 export function consumeUnexpected(cursor: JsonCursor): string {
   const kind = describeValueAt(cursor);
-  if (kind === "value") cursor.fail(Number.isNaN(cursor.peek()) ? "EOF while parsing a value" : "expected value");
+  if (kind === "value") cursor.fail(cursor.peek() === EOF ? "EOF while parsing a value" : "expected value");
   if (kind !== "map" && kind !== "sequence") cursor.skipValue();
   return kind;
 }
