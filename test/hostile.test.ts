@@ -58,3 +58,35 @@ for (const hostile of HOSTILE_CASES) {
     });
   }
 }
+
+test("UTF-8 is checked in pieces that never split a character, and every invalid byte is found", () => {
+  // A header that is mostly one long string is checked piece by piece (1 MiB each); shift multi-byte characters
+  // across the piece boundaries.
+  const MiB = 1 << 20;
+  const tensor = '{"dtype":"U8","shape":[0],"data_offsets":[0,0]}';
+  for (const char of ["é", "€", "😀"]) {
+    for (let shift = 0; shift < 4; shift++) {
+      const name = "a".repeat(MiB - 3 + shift) + char.repeat(Math.ceil((MiB + 8) / char.length));
+      const header = new TextEncoder().encode(`{"${name}":${tensor}}`);
+      const file = (bytes: Uint8Array) => {
+        const out = new Uint8Array(8 + bytes.length);
+        new DataView(out.buffer).setBigUint64(0, BigInt(bytes.length), true);
+        out.set(bytes, 8);
+        return out;
+      };
+      assert.doesNotThrow(() => deserialize(file(header)), `${char} shifted by ${shift}`);
+      for (const at of [MiB - 1, MiB, MiB + 1, 2 * MiB]) {
+        // Bytes that are never valid UTF-8, wherever they stand.
+        for (const bad of [0xff, 0xc0]) {
+          const broken = header.slice();
+          broken[at] = bad;
+          assert.throws(
+            () => deserialize(file(broken)),
+            (error: unknown) => isSafetensorError(error) && error.code === "InvalidHeaderUtf8",
+            `${char} shifted by ${shift}, 0x${bad.toString(16)} at ${at}`,
+          );
+        }
+      }
+    }
+  }
+});

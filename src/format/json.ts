@@ -15,8 +15,27 @@ export const MAX_JSON_DEPTH = 127;
 
 /** A JSON integer token; `value` is exact: a number up to 15 digits, a bigint beyond. */
 export type JsonInteger = { readonly kind: "integer"; readonly value: number | bigint; readonly negative: boolean };
-/** A JSON number that is not an integer for serde_json; `text` is the token, shortened when very long. */
-export type JsonFloat = { readonly kind: "float"; readonly text: string };
+/**
+ * A JSON number that is not an integer for serde_json. Its value and text are computed when asked for: the header
+ * reader only skips such numbers (decoding an ignored float of 100 M digits would cost a 100 MB string).
+ */
+export class JsonFloat {
+  readonly kind = "float";
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly start: number,
+    private readonly end: number,
+  ) {}
+
+  get value(): number {
+    return Number(ascii(this.bytes, this.start, this.end));
+  }
+
+  /** The token for messages, shortened when very long. */
+  get text(): string {
+    return tokenText(this.bytes, this.start, this.end);
+  }
+}
 
 /** End of input, for `peek()` and friends. */
 const EOF = -1;
@@ -28,8 +47,12 @@ export class JsonCursor {
   depth = 0;
   private readonly length: number;
 
-  constructor(readonly bytes: Uint8Array) {
-    this.length = bytes.length;
+  readonly bytes: Uint8Array;
+
+  /** Over UTF-8 bytes (already checked to be valid), or text (encoded once). Positions are byte offsets. */
+  constructor(input: Uint8Array | string) {
+    this.bytes = typeof input === "string" ? new TextEncoder().encode(input) : input;
+    this.length = this.bytes.length;
   }
 
   fail(what: string, at = this.pos): never {
@@ -264,7 +287,7 @@ export class JsonCursor {
       }
     }
     if (serdeFloatOverflows(this.bytes, start, pos)) this.fail("number out of range", pos);
-    return { kind: "float", text: tokenText(this.bytes, start, pos) };
+    return new JsonFloat(this.bytes, start, pos);
   }
 
   private digitsEnd(from: number): number {
