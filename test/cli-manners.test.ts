@@ -141,6 +141,11 @@ describe("inputs that are not safetensors", () => {
     ],
     [write("hub.safetensors", "<!DOCTYPE html>\n<html><head><title>Hub</title>"), "an HTML page", /resolve\/main/],
     [write("empty.safetensors", ""), "an empty file", /interrupted/],
+    [
+      write("notes.safetensors", "# my model\nweights: see the link\n"),
+      "a text file",
+      /weights are in \.safetensors files/,
+    ],
   ];
   for (const [file, what, advice] of cases) {
     test(`${path.basename(file)}: ${what.replace(/\\/g, "")}`, async () => {
@@ -165,6 +170,21 @@ describe("inputs that are not safetensors", () => {
       (error: Error & { code?: string }) =>
         error.code === "InvalidHeaderLength" &&
         /the file is a PyTorch checkpoint \(torch\.save zip archive\)/.test(error.message),
+    );
+  });
+
+  test("unrecognised bytes that cannot be safetensors: NotSafetensors too, not HeaderTooLarge", async () => {
+    const run = await cli(
+      "inspect",
+      write(
+        "noise.bin",
+        Uint8Array.from({ length: 64 }, (_, i) => (i * 151 + 7) % 256),
+      ),
+    );
+    assert.equal(run.code, 1);
+    assert.match(
+      run.stderr,
+      /^error\[NotSafetensors\]: .*noise\.bin is not a safetensors file: no JSON header after the 8-byte size \(header check: HeaderTooLarge\)\n$/,
     );
   });
 

@@ -67,6 +67,7 @@ describe("sniff", () => {
     ],
     ["hdf5", bytes([0x89], "HDF\r\n\x1a\n", [0, 0, 0]), "hdf5"],
     ["gzip", bytes([0x1f, 0x8b, 8, 0]), "gzip"],
+    ["text", text("root:x:0:0:root:/root:/bin/bash\n\tdaemon:x:1:1\r\n"), "text"],
     ["random", bytes([0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3, 4, 5]), "unknown"],
     [
       "a header length too large for the file",

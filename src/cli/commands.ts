@@ -18,7 +18,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: () => import("./inspect.js"),
   },
   { name: "validate", summary: "check files: ok, or error[CODE] and why", load: () => import("./validate.js") },
-  { name: "hash", summary: "SHA-256 of the file and of each tensor's bytes", load: () => import("./hash.js") },
+  {
+    name: "hash",
+    summary: "SHA-256 of files (sha256sum format) and of each tensor's bytes",
+    load: () => import("./hash.js"),
+  },
   { name: "get", summary: "write a tensor (or a slice of it) as raw bytes", load: () => import("./get.js") },
   { name: "doctor", summary: "which read backends this installation has", load: () => import("./doctor.js") },
   { name: "scan", summary: "globals a PyTorch checkpoint names, and a verdict", load: () => import("./scan.js") },

@@ -112,11 +112,14 @@ function advice(file: string, found: Sniffed): string {
     case "empty":
       return "an interrupted download or copy?";
     case "json":
-      return "weights are in the .safetensors files next to it";
+    case "text":
+      return "weights are in .safetensors files";
     default:
       return "";
   }
 }
+
+const check = (cause: SafetensorError | undefined) => (cause ? ` (header check: ${cause.code})` : "");
 
 /** A `NotSafetensors` error for `file`, or undefined when it may well be a damaged safetensors file. */
 export function notSafetensors(
@@ -125,12 +128,19 @@ export function notSafetensors(
   options: { isDirectory?: boolean; fileLength?: number; cause?: SafetensorError } = {},
 ): SafetensorError | undefined {
   const found = otherFormat(head, { ...options, name: path.basename(file) });
-  if (found === undefined) return undefined;
+  if (found === undefined) {
+    // Unrecognised bytes that cannot start a safetensors file either (no "{" after the 8-byte size): something
+    // else, not a damaged safetensors file, so not HeaderTooLarge.
+    if (head.length < 9 || head[8] === 0x7b) return undefined;
+    const what = "not a safetensors file: no JSON header after the 8-byte size";
+    return new SafetensorError("NotSafetensors", `${shown(file)} is ${what}${check(options.cause)}`, {
+      cause: options.cause,
+    });
+  }
   const hint = advice(file, found);
-  const check = options.cause ? ` (header check: ${options.cause.code})` : "";
   return new SafetensorError(
     "NotSafetensors",
-    `${shown(file)} is ${found.description}, not a safetensors file${hint ? `; ${hint}` : ""}${check}`,
+    `${shown(file)} is ${found.description}, not a safetensors file${hint ? `; ${hint}` : ""}${check(options.cause)}`,
     options.cause ? { cause: options.cause } : undefined,
   );
 }

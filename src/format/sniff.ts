@@ -36,6 +36,7 @@ export type SniffedFormat =
   | "hdf5"
   | "zip"
   | "gzip"
+  | "text"
   | "unknown";
 
 export interface Sniffed {
@@ -107,6 +108,9 @@ function sniffText(head: Uint8Array, options: SniffOptions): Sniffed | undefined
     }
     return { format: "json", description: "a JSON file" };
   }
+  // Printable text throughout (tabs and line breaks allowed): a README, a script, a CSV...
+  if (!/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(text))
+    return { format: "text", description: "a text file" };
   return undefined;
 }
 
