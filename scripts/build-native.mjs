@@ -1,94 +1,24 @@
 #!/usr/bin/env node
-// Builds the optional native addon (native/safetensors_native.c) into build/Release/safetensors_native.node.
+// Builds the optional native addon (native/) into build/Release/safetensors_native.node, unless a prebuilt binary
+// shipped in the package (prebuilds/, made at pack time by scripts/prebuild.mjs) already fits this Node.
 //
 // Run by `npm install` (the package's "install" script). It must never fail the install and never download:
 // it always exits 0 and prints exactly one line saying "built" or "skipped" and why. The full node-gyp output
-// goes to build/native-build.log.
+// goes to build/native-build.log. Without install scripts (`--ignore-scripts`, or npm blocking a dependency's
+// scripts) the prebuilt binary is used as it is, and where none fits the library runs on pure JavaScript.
 //
 //   SAFETENSORS_NO_NATIVE=1   skip the build (the library then uses its pure JavaScript paths)
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { homedir } from "node:os";
-import { delimiter, dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join, relative } from "node:path";
+import { pathToFileURL } from "node:url";
+import { findNodeDir, findNodeGyp, isTruthy, missingTool, root } from "./native-tools.mjs";
 
 const PREFIX = "safetensors-ts native addon:";
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const addonPath = join(root, "build", "Release", "safetensors_native.node");
 const logPath = join(root, "build", "native-build.log");
 const POSIX = new Set(["linux", "darwin", "freebsd", "openbsd", "netbsd", "sunos", "aix"]);
-
-function isTruthy(value) {
-  return value !== undefined && /^(1|true|yes|on)$/i.test(value.trim());
-}
-
-function onPath(names) {
-  const dirs = (process.env.PATH ?? "").split(delimiter).filter(Boolean);
-  for (const name of names) {
-    if (name.includes("/")) {
-      if (existsSync(name)) return name;
-      continue;
-    }
-    for (const dir of dirs) {
-      const candidate = join(dir, name);
-      if (existsSync(candidate)) return candidate;
-    }
-  }
-  return undefined;
-}
-
-/** node-gyp's entry point, without installing or downloading anything. */
-function findNodeGyp() {
-  const candidates = [];
-  if (process.env.npm_config_node_gyp) candidates.push(process.env.npm_config_node_gyp);
-  try {
-    candidates.push(createRequire(join(root, "package.json")).resolve("node-gyp/bin/node-gyp.js"));
-  } catch {
-    // not a local dependency: fine
-  }
-  if (process.env.npm_execpath) {
-    // npm_execpath is npm's own bin/npm-cli.js: node-gyp ships inside npm.
-    candidates.push(resolve(dirname(process.env.npm_execpath), "..", "node_modules", "node-gyp", "bin", "node-gyp.js"));
-  }
-  const prefix = resolve(dirname(process.execPath), "..");
-  candidates.push(join(prefix, "lib", "node_modules", "npm", "node_modules", "node-gyp", "bin", "node-gyp.js"));
-  candidates.push(join(prefix, "node_modules", "npm", "node_modules", "node-gyp", "bin", "node-gyp.js"));
-  const found = candidates.find((c) => existsSync(c));
-  if (found) return found;
-  // Last resort: ask npm where its global modules live (local command, no network).
-  const npm = onPath(["npm"]);
-  if (npm) {
-    const r = spawnSync(npm, ["root", "-g"], { encoding: "utf8", timeout: 30_000 });
-    const globalRoot = r.status === 0 ? r.stdout.trim() : "";
-    const candidate = join(globalRoot, "npm", "node_modules", "node-gyp", "bin", "node-gyp.js");
-    if (globalRoot && existsSync(candidate)) return candidate;
-  }
-  return undefined;
-}
-
-/** A directory holding Node's headers (include/node/node_api.h), so node-gyp needs no download. */
-function findNodeDir() {
-  const hasHeaders = (dir) => existsSync(join(dir, "include", "node", "node_api.h"));
-  const configured = process.env.npm_config_nodedir;
-  if (configured && hasHeaders(configured)) return { dir: configured };
-  const prefix = resolve(dirname(process.execPath), "..");
-  if (hasHeaders(prefix)) return { dir: prefix };
-  // Headers node-gyp fetched earlier into its cache count too: with them present it does not download.
-  const version = process.version.slice(1);
-  const caches = [
-    process.env.npm_config_devdir,
-    process.env.XDG_CACHE_HOME && join(process.env.XDG_CACHE_HOME, "node-gyp"),
-    join(homedir(), ".cache", "node-gyp"),
-    join(homedir(), "Library", "Caches", "node-gyp"),
-  ].filter(Boolean);
-  for (const cache of caches) {
-    const dir = join(cache, version);
-    if (hasHeaders(dir) && existsSync(join(dir, "installVersion"))) return { dir };
-  }
-  const where = configured ? ` (npm's nodedir=${configured} has none)` : "";
-  return { missing: `no local Node headers (include/node/node_api.h)${where}; node-gyp would have to download them` };
-}
 
 function writeLog(text) {
   try {
@@ -108,8 +38,19 @@ function lastMeaningfulLine(text) {
   return (error ?? lines.at(-1) ?? "").slice(0, 200);
 }
 
-function build() {
+/** The prebuilt binary the library's own loader picks and accepts here, if any: then there is nothing to build. */
+async function fittingPrebuild() {
+  const loader = join(root, "dist", "io", "native.js");
+  if (!existsSync(loader)) return undefined; // a checkout before its first TypeScript build: build from source
+  const { nativeStatus } = await import(pathToFileURL(loader).href);
+  const status = nativeStatus();
+  return status.available && status.origin === "prebuild" ? status.path : undefined;
+}
+
+async function build() {
   if (isTruthy(process.env.SAFETENSORS_NO_NATIVE)) return "skipped (SAFETENSORS_NO_NATIVE is set)";
+  const prebuilt = await fittingPrebuild();
+  if (prebuilt) return `skipped (the prebuilt ${relative(root, prebuilt)} fits this Node; nothing to build)`;
   if (!POSIX.has(process.platform)) return `skipped (platform ${process.platform} is not supported; POSIX only)`;
   if (!existsSync(join(root, "binding.gyp")) || !existsSync(join(root, "native", "safetensors_native.c"))) {
     return "skipped (native sources are not in this package)";
@@ -118,12 +59,8 @@ function build() {
   if (!gyp) return "skipped (node-gyp not found)";
   const nodeDir = findNodeDir();
   if (!nodeDir.dir) return `skipped (${nodeDir.missing})`;
-  const cc = onPath([process.env.CC ?? "cc", "cc", "gcc", "clang"]);
-  if (!cc) return "skipped (no C compiler: cc, gcc or clang)";
-  if (!onPath(["make", "gmake"])) return "skipped (make not found)";
-  if (!onPath([process.env.npm_config_python ?? process.env.PYTHON ?? "python3", "python3", "python"])) {
-    return "skipped (python3 not found; node-gyp needs it)";
-  }
+  const tool = missingTool();
+  if (tool) return `skipped (${tool})`;
 
   const started = Date.now();
   const result = spawnSync(process.execPath, [gyp, "rebuild", "--release", `--nodedir=${nodeDir.dir}`], {
@@ -152,7 +89,7 @@ function build() {
 
 let line;
 try {
-  line = build();
+  line = await build();
 } catch (error) {
   line = `skipped (unexpected error: ${String(error?.message ?? error).split("\n")[0]})`;
 }

@@ -20,10 +20,10 @@
  *   it; it is unmapped by garbage collection, or at once by `freeHuge(buffer)` (which detaches the buffer).
  */
 import { closeSync, fstatSync, openSync } from "node:fs";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { markAsUntransferable } from "node:worker_threads";
 import { SafetensorError } from "../format/errors.js";
+import { type AddonOrigin, addonCandidates, loadFirst } from "./native-load.js";
 
 /** `madvise` advice names accepted by {@link Mapping.advise}. */
 export type Advice = "normal" | "random" | "sequential" | "willneed" | "dontneed" | "hugepage";
@@ -81,16 +81,50 @@ export interface NativeAddon {
   readonly uncountedWindows?: boolean;
 }
 
+/**
+ * Every required member of {@link NativeAddon} with its `typeof`: the loader refuses an addon that lacks any of them
+ * (a stale or partial build) instead of failing later inside an open. The compiler keeps this table and the interface
+ * in step: a member added to one and not the other is a type error here.
+ */
+export const ADDON_SHAPE: {
+  readonly [K in keyof NativeAddon as undefined extends NativeAddon[K] ? never : K]-?: NativeAddon[K] extends (
+    ...args: never[]
+  ) => unknown
+    ? "function"
+    : NativeAddon[K] extends number
+      ? "number"
+      : "object";
+} = {
+  openHead: "function",
+  preadInto: "function",
+  open: "function",
+  window: "function",
+  advise: "function",
+  prefault: "function",
+  close: "function",
+  isClosed: "function",
+  allocHuge: "function",
+  freeHuge: "function",
+  stats: "function",
+  pageSize: "number",
+  hugePageSize: "number",
+  maxWindowLength: "number",
+};
+
 export interface NativeStatus {
   available: boolean;
-  /** Where the addon was (or would be) loaded from. */
+  /** Where the addon was loaded from. */
   path?: string;
+  /** "prebuild": the binary shipped in the package; "build": built from source at install. */
+  origin?: AddonOrigin;
   /** Why it is not available. */
   reason?: string;
+  /** Candidates passed over before the one loaded (absent prebuild, stale build), with the reason for each. */
+  skipped?: string[];
 }
 
-const ADDON_URL = new URL("../../build/Release/safetensors_native.node", import.meta.url);
-const FUNCTIONS = ["open", "window", "advise", "close", "isClosed", "allocHuge", "freeHuge", "stats"] as const;
+/** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
+const PACKAGE_ROOT = new URL("../../", import.meta.url);
 
 let loaded: { addon: NativeAddon | null; status: NativeStatus } | undefined;
 
@@ -100,29 +134,22 @@ function disabledByEnv(): boolean {
 }
 
 function load(): { addon: NativeAddon | null; status: NativeStatus } {
-  let path: string;
+  if (disabledByEnv()) return { addon: null, status: { available: false, reason: "SAFETENSORS_NO_NATIVE is set" } };
+  let root: string;
   try {
-    path = fileURLToPath(ADDON_URL);
+    root = fileURLToPath(PACKAGE_ROOT);
   } catch (error) {
     return { addon: null, status: { available: false, reason: `cannot locate the addon: ${messageOf(error)}` } };
   }
-  if (disabledByEnv())
-    return { addon: null, status: { available: false, path, reason: "SAFETENSORS_NO_NATIVE is set" } };
-  try {
-    const addon = createRequire(import.meta.url)(path) as Partial<Record<string, unknown>>;
-    const missing = FUNCTIONS.filter((name) => typeof addon[name] !== "function");
-    if (missing.length > 0) {
-      return { addon: null, status: { available: false, path, reason: `addon lacks ${missing.join(", ")}` } };
-    }
-    return { addon: addon as unknown as NativeAddon, status: { available: true, path } };
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    const reason =
-      code === "MODULE_NOT_FOUND"
-        ? "not built (run `npm install` or `node scripts/build-native.mjs`; needs a C compiler, make and python3)"
-        : `cannot load: ${messageOf(error)}`;
-    return { addon: null, status: { available: false, path, reason } };
+  const { candidates, rejected: absent } = addonCandidates(root);
+  const result = loadFirst<NativeAddon>(candidates, ADDON_SHAPE);
+  const passed = [...absent, ...result.rejected];
+  if (result.addon === null || result.loaded === undefined) {
+    return { addon: null, status: { available: false, reason: passed.join("; ") } };
   }
+  const status: NativeStatus = { available: true, path: result.loaded.path, origin: result.loaded.origin };
+  if (passed.length > 0) status.skipped = passed;
+  return { addon: result.addon, status };
 }
 
 /** The addon, loaded once; null when it is absent, broken, or disabled by `SAFETENSORS_NO_NATIVE=1`. Never throws. */

@@ -1,0 +1,149 @@
+/**
+ * Finding and loading the optional native addon, best first:
+ *
+ * 1. a prebuilt binary shipped in the package (`prebuilds/<platform>-<arch>/node.abi<N>[.glibc].node`, made by
+ *    `prebuildify` at pack time), chosen with node-gyp-build's tag rules for this runtime, ABI and libc — what a user
+ *    gets when npm runs no install scripts;
+ * 2. the binary built from source at install (`build/Release/safetensors_native.node`, `scripts/build-native.mjs`);
+ * 3. none: the library uses its pure JavaScript paths.
+ *
+ * The addon uses V8's API next to Node-API, so a binary fits one Node ABI only (`process.versions.modules`). A
+ * candidate that does not load, or lacks any member the code uses (a stale build from an older version), is
+ * skipped with its reason, and the next one is tried; loading never throws.
+ */
+import { readdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+
+export type AddonOrigin = "prebuild" | "build";
+
+export interface AddonCandidate {
+  readonly origin: AddonOrigin;
+  readonly path: string;
+}
+
+/** The `typeof` each member of the addon must have, by name. */
+export type AddonShape = Readonly<Record<string, "function" | "number" | "boolean" | "object" | "string">>;
+
+export interface AddonLoad<T> {
+  readonly addon: T | null;
+  /** The candidate that loaded. */
+  readonly loaded?: AddonCandidate;
+  /** Why each candidate tried before (or instead of) it was not used. */
+  readonly rejected: readonly string[];
+}
+
+/** The tag helpers of node-gyp-build (it ships no types). */
+interface PrebuildTags {
+  parseTuple(name: string): { name: string } | undefined;
+  matchTuple(platform: string, arch: string): (tuple: unknown) => boolean;
+  compareTuples(a: unknown, b: unknown): number;
+  parseTags(file: string): { file: string } | undefined;
+  matchTags(runtime: string, abi: string): (tags: unknown) => boolean;
+  compareTags(runtime: string): (a: unknown, b: unknown) => number;
+}
+
+const requireHere = createRequire(import.meta.url);
+
+function messageOf(error: unknown): string {
+  return String((error as { message?: unknown } | null)?.message ?? error).split("\n")[0] ?? "";
+}
+
+function prebuildTags(): PrebuildTags | string {
+  let module: Partial<PrebuildTags>;
+  try {
+    module = requireHere("node-gyp-build") as Partial<PrebuildTags>;
+  } catch (error) {
+    return `node-gyp-build is not installed (${messageOf(error)})`;
+  }
+  const names = ["parseTuple", "matchTuple", "compareTuples", "parseTags", "matchTags", "compareTags"] as const;
+  if (names.some((name) => typeof module[name] !== "function")) return "node-gyp-build has no tag matcher";
+  return module as PrebuildTags;
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The prebuilt binary in `root/prebuilds` that node-gyp-build would pick for this process (the same tuple and tag
+ * precedence as its `resolve`, without its preference for build/Release), or why there is none.
+ */
+export function findPrebuild(root: string): { path: string } | { missing: string } {
+  const tags = prebuildTags();
+  if (typeof tags === "string") return { missing: tags };
+  const { platform, arch } = process;
+  const runtime = process.versions.electron ? "electron" : "node";
+  const abi = process.versions.modules;
+  const dir = join(root, "prebuilds");
+  const tuple = listDir(dir)
+    .map((name) => tags.parseTuple(name))
+    .filter(tags.matchTuple(platform, arch))
+    .sort(tags.compareTuples)[0];
+  const wanted = `${platform}-${arch}, ${runtime} ABI ${abi}`;
+  if (!tuple) return { missing: `no prebuilt binary for ${wanted} in ${dir}` };
+  const winner = listDir(join(dir, tuple.name))
+    .map((file) => tags.parseTags(file))
+    .filter(tags.matchTags(runtime, abi))
+    .sort(tags.compareTags(runtime))[0];
+  if (!winner) return { missing: `no prebuilt binary for ${wanted} in ${join(dir, tuple.name)}` };
+  return { path: join(dir, tuple.name, winner.file) };
+}
+
+/** Where the addon may be under the package root `root`, best first, and why the prebuilt one is absent if it is. */
+export function addonCandidates(root: string): { candidates: AddonCandidate[]; rejected: string[] } {
+  const candidates: AddonCandidate[] = [];
+  const rejected: string[] = [];
+  const prebuild = findPrebuild(root);
+  if ("path" in prebuild) candidates.push({ origin: "prebuild", path: prebuild.path });
+  else rejected.push(prebuild.missing);
+  candidates.push({ origin: "build", path: join(root, "build", "Release", "safetensors_native.node") });
+  return { candidates, rejected };
+}
+
+/** What is wrong with a loaded module: the members of `shape` it lacks or has with another type; "" if none. */
+function shapeProblem(module: unknown, shape: AddonShape): string {
+  if (typeof module !== "object" || module === null) return `exports ${typeof module}, not an object`;
+  const record = module as Record<string, unknown>;
+  const missing: string[] = [];
+  const mistyped: string[] = [];
+  for (const [name, kind] of Object.entries(shape)) {
+    const actual = typeof record[name];
+    if (actual === "undefined") missing.push(name);
+    else if (actual !== kind) mistyped.push(`${name} is a ${actual}, not a ${kind}`);
+  }
+  const parts = [];
+  if (missing.length > 0) parts.push(`lacks ${missing.join(", ")}`);
+  if (mistyped.length > 0) parts.push(mistyped.join(", "));
+  return parts.length > 0 ? `${parts.join("; ")} (stale or partial build)` : "";
+}
+
+/** Load the first candidate that loads and has every member of `shape`. Never throws. */
+export function loadFirst<T>(candidates: readonly AddonCandidate[], shape: AddonShape): AddonLoad<T> {
+  const rejected: string[] = [];
+  for (const candidate of candidates) {
+    let module: unknown;
+    try {
+      module = requireHere(candidate.path);
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      rejected.push(
+        code === "MODULE_NOT_FOUND"
+          ? `${candidate.path}: not built (run \`node scripts/build-native.mjs\` in the package; needs a C/C++ compiler, make and python3)`
+          : `${candidate.path}: cannot load: ${messageOf(error)}`,
+      );
+      continue;
+    }
+    const problem = shapeProblem(module, shape);
+    if (problem) {
+      rejected.push(`${candidate.path}: ${problem}`);
+      continue;
+    }
+    return { addon: module as T, loaded: candidate, rejected };
+  }
+  return { addon: null, rejected };
+}
