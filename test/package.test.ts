@@ -1,0 +1,346 @@
+/**
+ * The package as a user gets it. SLOW for this suite (~20-40 s): packs the package (`npm pack`, which builds dist/
+ * and the prebuilt addon), installs the tarball offline into scratch projects (with and without install scripts),
+ * typechecks and runs the README's library example there under NodeNext and Bundler resolution, checks the published
+ * types under `lib: ["ES2022", "DOM"]` with `skipLibCheck: false`, bundles the core for the browser with esbuild,
+ * and checks which addon each install gets.
+ *
+ * The pack runs in a copy of the package's files (so it never rebuilds this checkout's build/ or dist/ under other
+ * tests). Skipped with the reason when npm is missing, or when the offline install cannot find a dependency in
+ * npm's cache (an `npm ci` of this repo puts it there).
+ */
+import assert from "node:assert/strict";
+import { type SpawnSyncReturns, spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { runInNewContext } from "node:vm";
+import { saveFile, Tensor } from "../src/node.js";
+import { repoRoot } from "./helpers/reference.js";
+
+const TSC = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+const PACKAGE_FILES = [
+  "package.json",
+  "README.md",
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "binding.gyp",
+  "src",
+  "bin",
+  "native",
+  "scripts",
+];
+
+function run(cmd: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> {
+  return spawnSync(cmd, args, {
+    cwd,
+    encoding: "utf8",
+    timeout: 300_000,
+    env: { ...process.env, npm_config_update_notifier: "false", ...env },
+  });
+}
+
+function output(r: SpawnSyncReturns<string>): string {
+  return `${r.error ? `${r.error.message}\n` : ""}${r.stdout ?? ""}${r.stderr ?? ""}`;
+}
+
+function ok(r: SpawnSyncReturns<string>, what: string): string {
+  assert.equal(r.status, 0, `${what} failed (exit ${r.status}):\n${output(r)}`);
+  return r.stdout;
+}
+
+const npmMissing = run("npm", ["--version"], repoRoot).status !== 0 ? "npm is not on PATH" : undefined;
+const tscMissing = existsSync(TSC) ? undefined : `typescript is not installed at ${TSC} (run npm ci)`;
+let skipReason: string | undefined = npmMissing ?? tscMissing;
+if (skipReason) console.error(`\n!!! packed-package tests are SKIPPED: ${skipReason} !!!\n`);
+
+const work = mkdtempSync(join(tmpdir(), "st-package-"));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+let tarball = "";
+let packed: string[] = [];
+/** Scratch projects: the tarball installed with install scripts, and with --ignore-scripts. */
+const withScripts = join(work, "app-scripts");
+const noScripts = join(work, "app-noscripts");
+let installLog = "";
+
+function scratchProject(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }, null, 2));
+}
+
+/** npm install of the tarball, offline; returns undefined, or a skip reason when npm's cache lacks a dependency. */
+function install(dir: string, extra: readonly string[]): string | undefined {
+  scratchProject(dir);
+  const r = run("npm", ["install", "--offline", "--no-audit", "--no-fund", ...extra, tarball], dir);
+  if (r.status !== 0 && /ENOTCACHED|offline/i.test(output(r))) {
+    return `the offline install found a dependency missing from npm's cache:\n${output(r).slice(0, 400)}`;
+  }
+  installLog = `${installLog}${output(r)}`;
+  ok(r, `npm install ${extra.join(" ")} of the tarball`);
+  return undefined;
+}
+
+before(() => {
+  if (skipReason) return;
+  // A copy of what `npm pack` reads, with this checkout's node_modules (TypeScript, prebuildify) linked in.
+  const stage = join(work, "stage");
+  mkdirSync(stage);
+  for (const name of PACKAGE_FILES) cpSync(join(repoRoot, name), join(stage, name), { recursive: true });
+  cpSync(join(repoRoot, "node_modules"), join(stage, "node_modules"), { recursive: true, verbatimSymlinks: true });
+  const pack = run("npm", ["pack", "--offline", "--pack-destination", work], stage);
+  // Without the tools to compile the addon the package cannot be packed (prepack refuses to ship without it).
+  const toolMissing =
+    /^prebuild: ((node-gyp not found|no local Node headers|no C\+* compiler|make not found|python3 not found).*)$/m.exec(
+      output(pack),
+    );
+  if (pack.status !== 0 && toolMissing) {
+    skipReason = `npm pack cannot build the prebuilt addon here: ${toolMissing[1]}`;
+    console.error(`\n!!! packed-package tests are SKIPPED: ${skipReason} !!!\n`);
+    return;
+  }
+  ok(pack, "npm pack");
+  const found = readdirSync(work).filter((name) => name.endsWith(".tgz"));
+  assert.equal(found.length, 1, `npm pack made ${found.join(", ")}`);
+  tarball = join(work, found[0]!);
+  packed = ok(run("tar", ["tzf", tarball], work), "tar tzf")
+    .split("\n")
+    .filter(Boolean)
+    .map((name) => name.replace(/^package\//, ""));
+  skipReason = install(noScripts, ["--ignore-scripts"]) ?? install(withScripts, ["--foreground-scripts"]);
+  if (skipReason) console.error(`\n!!! packed-package tests are SKIPPED: ${skipReason} !!!\n`);
+  // A small model for the README example: the tensor names it uses, a 2-D embedding it slices.
+  for (const dir of [noScripts, withScripts]) {
+    const values = Array.from({ length: 64 * 256 }, (_, i) => (i % 97) / 8);
+    saveFile(
+      join(dir, "model.safetensors"),
+      {
+        "lm_head.weight": Tensor.fromFloat32("BF16", [64, 256], values),
+        "model.embed_tokens.weight": Tensor.fromFloat32("F16", [64, 256], values),
+      },
+      { format: "pt" },
+    );
+  }
+});
+
+const abi = process.versions.modules;
+const prebuildName = `prebuilds/${process.platform}-${process.arch}/node.abi${abi}.glibc.node`;
+const onLinuxX64 = process.platform === "linux" && process.arch === "x64";
+
+function doctor(dir: string, env: NodeJS.ProcessEnv = {}): string {
+  return ok(
+    run(process.execPath, [join(dir, "node_modules", "safetensors-ts", "bin", "safetensors.js"), "doctor"], dir, env),
+    "doctor",
+  );
+}
+
+/** The README's TypeScript library example, as the user copies it. */
+function readmeExample(): string {
+  const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
+  const library = readme.slice(readme.indexOf("## Library"));
+  const code = /```ts\n([\s\S]*?)```/.exec(library)?.[1] ?? "";
+  assert.ok(code.includes('from "safetensors-ts"'), "README's library example not found");
+  return code;
+}
+
+function tsconfig(dir: string, name: string, options: Record<string, unknown>, files: readonly string[]): string {
+  const path = join(dir, name);
+  const compilerOptions = { target: "ES2022", strict: true, skipLibCheck: false, types: [], ...options };
+  writeFileSync(path, JSON.stringify({ compilerOptions, files }, null, 2));
+  return path;
+}
+
+describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", { skip: skipReason }, () => {
+  test("the tarball holds the built code, the prebuilt addon and the sources to rebuild it, not tests", (t) => {
+    if (skipReason) return t.skip(skipReason);
+    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/node.d.ts", "bin/safetensors.js"]) {
+      assert.ok(packed.includes(file), `${file} is not in the tarball`);
+    }
+    for (const file of ["binding.gyp", "native/safetensors_native.c", "scripts/build-native.mjs"]) {
+      assert.ok(packed.includes(file), `${file} is not in the tarball`);
+    }
+    if (onLinuxX64)
+      assert.ok(packed.includes(prebuildName), `${prebuildName} is not in the tarball:\n${packed.join("\n")}`);
+    assert.deepEqual(
+      packed.filter((name) => /^(test|bench|src|build)\//.test(name)),
+      [],
+    );
+  });
+
+  test("installed with --ignore-scripts: the prebuilt addon loads and mmap is the default backend", (t) => {
+    if (skipReason) return t.skip(skipReason);
+    if (!onLinuxX64)
+      return t.skip(`prebuilds are made for linux-x64 only; this is ${process.platform}-${process.arch}`);
+    const report = doctor(noScripts);
+    assert.ok(!existsSync(join(noScripts, "node_modules", "safetensors-ts", "build")), "something ran a build");
+    assert.match(report, new RegExp(`native addon: loaded from .*${prebuildName.replaceAll(".", "\\.")}`));
+    assert.match(report, /default backend \(auto\): mmap/);
+  });
+
+  test("installed with install scripts: the install step finds the prebuild fits and builds nothing", (t) => {
+    if (skipReason) return t.skip(skipReason);
+    if (!onLinuxX64)
+      return t.skip(`prebuilds are made for linux-x64 only; this is ${process.platform}-${process.arch}`);
+    const report = doctor(withScripts);
+    assert.match(report, /default backend \(auto\): mmap/);
+    assert.match(report, /loaded from .*prebuilds/);
+    // --foreground-scripts shows the install step's one line.
+    assert.match(
+      installLog,
+      /safetensors-ts native addon: skipped \(the prebuilt .* fits this Node; nothing to build\)/,
+    );
+    assert.ok(!existsSync(join(withScripts, "node_modules", "safetensors-ts", "build", "Release")), "it built anyway");
+  });
+
+  test("README example: typechecks under NodeNext and Bundler, and runs", (t) => {
+    if (skipReason) return t.skip(skipReason);
+    writeFileSync(
+      join(withScripts, "example.ts"),
+      `${readmeExample()}\nconsole.log("example ran", tensors.size, views.size, metadata);\n`,
+    );
+    // `using` needs the Disposable lib (or @types/node); the published types themselves do not (next test).
+    const lib = ["ES2022", "DOM", "ESNext.Disposable"];
+    const nodeNext = { module: "NodeNext", moduleResolution: "NodeNext", lib, outDir: "out" };
+    ok(
+      run(
+        process.execPath,
+        [TSC, "-p", tsconfig(withScripts, "tsconfig.nodenext.json", nodeNext, ["example.ts"])],
+        withScripts,
+      ),
+      "tsc NodeNext",
+    );
+    const bundler = { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true };
+    ok(
+      run(
+        process.execPath,
+        [TSC, "-p", tsconfig(withScripts, "tsconfig.bundler.json", bundler, ["example.ts"])],
+        withScripts,
+      ),
+      "tsc Bundler",
+    );
+    const ran = ok(run(process.execPath, [join("out", "example.js")], withScripts), "node out/example.js");
+    assert.match(ran, /^example ran 2 1 Map\(1\) \{ 'format' => 'pt' \}$/m);
+    assert.ok(existsSync(join(withScripts, "out.safetensors")), "saveFile wrote nothing");
+  });
+
+  test("published types compile with lib ES2022 + DOM only, no @types/node, skipLibCheck false; entry points are what they say", (t) => {
+    if (skipReason) return t.skip(skipReason);
+    writeFileSync(
+      join(noScripts, "types.ts"),
+      `import { loadFile, openFile, saveFile, type OpenFileOptions, Tensor } from "safetensors-ts";
+import { deserialize, parseSliceSpec, type SafetensorsFile, SafetensorError, serialize } from "safetensors-ts/core";
+import { defaultBackend, openFile as openFromNode } from "safetensors-ts/node";
+// @ts-expect-error the core has no file API
+import { openFile as notInCore } from "safetensors-ts/core";
+// @ts-expect-error helpers shared inside the package are not exported
+import { compareCodePoints, quoteName, readHeaderJsonFast, checkRange } from "safetensors-ts/core";
+const options: OpenFileOptions = { backend: "pread" };
+const file: SafetensorsFile = openFile("model.safetensors", options);
+file[Symbol.dispose]();
+const bytes = serialize({ w: Tensor.fromFloat32("F32", [2], [1, 2]) });
+const again: Map<string, Tensor> = deserialize(bytes).tensors;
+export const used = [loadFile, saveFile, parseSliceSpec, SafetensorError, defaultBackend, openFromNode, again];
+export const unused = [notInCore, compareCodePoints, quoteName, readHeaderJsonFast, checkRange];
+`,
+    );
+    const lib = ["ES2022", "DOM"];
+    for (const [name, options] of [
+      ["nodenext", { module: "NodeNext", moduleResolution: "NodeNext", lib, noEmit: true }],
+      ["bundler", { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true }],
+    ] as const) {
+      const config = tsconfig(noScripts, `tsconfig.types-${name}.json`, options, ["types.ts"]);
+      ok(run(process.execPath, [TSC, "-p", config], noScripts), `tsc ${name} with lib ES2022, DOM`);
+    }
+    // A browser build's resolution (the "browser" condition) sees the core's types for "safetensors-ts".
+    writeFileSync(
+      join(noScripts, "browser-types.ts"),
+      `import { deserialize } from "safetensors-ts";
+// @ts-expect-error in a browser "safetensors-ts" is the core
+import { openFile } from "safetensors-ts";
+export const used = [deserialize, openFile];
+`,
+    );
+    const browser = { module: "ESNext", moduleResolution: "Bundler", customConditions: ["browser"], lib, noEmit: true };
+    const config = tsconfig(noScripts, "tsconfig.browser.json", browser, ["browser-types.ts"]);
+    ok(run(process.execPath, [TSC, "-p", config], noScripts), "tsc Bundler with the browser condition");
+    // At run time in Node: "." is the Node entry, the core has no file API and no internals, deep imports are refused.
+    const probe = `const root = await import("safetensors-ts"), node = await import("safetensors-ts/node"), core = await import("safetensors-ts/core");
+const names = (m) => Object.keys(m).sort().join(",");
+let deep = "allowed";
+try { await import("safetensors-ts/dist/format/header.js"); } catch (e) { deep = e.code; }
+console.log(JSON.stringify({ same: names(root) === names(node), core: Object.keys(core), deep }));`;
+    const result = JSON.parse(
+      ok(run(process.execPath, ["--input-type=module", "-e", probe], noScripts), "import probe"),
+    );
+    assert.equal(result.same, true);
+    assert.equal(result.deep, "ERR_PACKAGE_PATH_NOT_EXPORTED");
+    for (const name of ["deserialize", "serialize", "Tensor", "SafetensorsFile", "parseSliceSpec"]) {
+      assert.ok(result.core.includes(name), `core lacks ${name}`);
+    }
+    for (const name of ["openFile", "loadFile", "saveFile", "compareCodePoints", "quoteName", "readHeaderJsonFast"]) {
+      assert.ok(!result.core.includes(name), `core exports ${name}`);
+    }
+  });
+
+  test("the core bundles for the browser with esbuild: no node: import, and it runs without Node's APIs", async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    const esbuild = await import("esbuild");
+    writeFileSync(
+      join(noScripts, "browser.ts"),
+      `import { deserialize, serialize, Tensor } from "safetensors-ts/core";
+import * as root from "safetensors-ts"; // the "browser" condition: the core again
+export function roundTrip(): string {
+  const bytes = serialize({ w: Tensor.fromFloat32("BF16", [2, 2], [1, 2, 3, 4]) }, { format: "pt" });
+  const { tensors, metadata } = root.deserialize(bytes);
+  const names = [...deserialize(bytes).tensors.keys()];
+  return JSON.stringify([names, [...tensors.get("w")!.toFloat32()], Object.fromEntries(metadata ?? [])]);
+}
+`,
+    );
+    const result = await esbuild.build({
+      absWorkingDir: noScripts,
+      entryPoints: ["browser.ts"],
+      bundle: true,
+      platform: "browser",
+      format: "iife",
+      globalName: "lib",
+      write: false,
+      logLevel: "silent",
+    });
+    const code = result.outputFiles[0]!.text;
+    assert.doesNotMatch(code, /["'`]node:/, "the browser bundle imports a node: module");
+    assert.doesNotMatch(code, /\brequire\(/);
+    // A context with only the language's globals and the web's text codecs: no process, Buffer or require.
+    const context = { TextEncoder, TextDecoder };
+    const value = runInNewContext(`${code};lib.roundTrip()`, context);
+    assert.equal(value, JSON.stringify([["w"], [1, 2, 3, 4], { format: "pt" }]));
+  });
+
+  test("a prebuild that does not load falls back to pure JavaScript: doctor says why, opens work", (t) => {
+    if (skipReason) return t.skip(skipReason);
+    if (!onLinuxX64)
+      return t.skip(`prebuilds are made for linux-x64 only; this is ${process.platform}-${process.arch}`);
+    const broken = join(work, "app-broken");
+    cpSync(noScripts, broken, { recursive: true });
+    writeFileSync(join(broken, "node_modules", "safetensors-ts", prebuildName), "truncated download");
+    const report = doctor(broken);
+    assert.match(
+      report,
+      /native addon: not available \(.*node\.abi\d+\.glibc\.node: cannot load: .*build.Release.safetensors_native\.node: not built/,
+    );
+    assert.match(report, /default backend \(auto\): pread/);
+    const use = `import { loadFile, openFile } from "safetensors-ts";
+const file = openFile("model.safetensors");
+const t = file.getTensor("lm_head.weight");
+console.log(file.backend, t.shape.join("x"), loadFile("model.safetensors").size);`;
+    writeFileSync(join(broken, "use.mjs"), use);
+    assert.equal(
+      ok(run(process.execPath, ["use.mjs"], broken), "open with a broken prebuild").trim(),
+      "pread 64x256 2",
+    );
+    // And SAFETENSORS_NO_NATIVE=1 still turns a working addon off.
+    const off = doctor(noScripts, { SAFETENSORS_NO_NATIVE: "1" });
+    assert.match(off, /not available \(SAFETENSORS_NO_NATIVE is set\)/);
+  });
+});
