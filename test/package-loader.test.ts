@@ -129,6 +129,16 @@ describe("prebuilt binary selection (node-gyp-build's tags)", () => {
     }
   });
 
+  test("another target's prebuild sits in a folder of its name", () => {
+    const root = rootWith(["node.napi.glibc.node"], `${tuple}/safetensors_copy`);
+    const found = findPrebuild(root, "safetensors_copy");
+    assert.ok("path" in found, JSON.stringify(found));
+    assert.equal(found.path, join(root, "prebuilds", tuple, "safetensors_copy", "node.napi.glibc.node"));
+    assert.ok("missing" in findPrebuild(root), "the main addon must not pick another target's binary");
+    const { candidates } = addonCandidates(root, "safetensors_copy");
+    assert.equal(candidates.at(-1)!.path, join(root, "build", "Release", "safetensors_copy.node"));
+  });
+
   test("candidates: the prebuild first, then build/Release", () => {
     const root = rootWith([`node.abi${abi}.glibc.node`]);
     const { candidates, rejected } = addonCandidates(root);

@@ -15,6 +15,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { pathToFileURL } from "node:url";
 import { runInNewContext } from "node:vm";
 import { saveFile, Tensor } from "../src/node.js";
 import { repoRoot } from "./helpers/reference.js";
@@ -126,6 +127,7 @@ before(() => {
 
 const abi = process.versions.modules;
 const prebuildName = `prebuilds/${process.platform}-${process.arch}/node.abi${abi}.glibc.node`;
+const copyPrebuildName = `prebuilds/${process.platform}-${process.arch}/safetensors_copy/node.napi.glibc.node`;
 const onLinuxX64 = process.platform === "linux" && process.arch === "x64";
 
 function doctor(dir: string, env: NodeJS.ProcessEnv = {}): string {
@@ -157,11 +159,14 @@ describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", {
     for (const file of ["dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/node.d.ts", "bin/safetensors.js"]) {
       assert.ok(packed.includes(file), `${file} is not in the tarball`);
     }
-    for (const file of ["binding.gyp", "native/safetensors_native.c", "scripts/build-native.mjs"]) {
+    for (const file of ["binding.gyp", "native/safetensors_native.c", "native/copy.c", "scripts/build-native.mjs"]) {
       assert.ok(packed.includes(file), `${file} is not in the tarball`);
     }
-    if (onLinuxX64)
-      assert.ok(packed.includes(prebuildName), `${prebuildName} is not in the tarball:\n${packed.join("\n")}`);
+    if (onLinuxX64) {
+      for (const file of [prebuildName, copyPrebuildName]) {
+        assert.ok(packed.includes(file), `${file} is not in the tarball:\n${packed.join("\n")}`);
+      }
+    }
     assert.deepEqual(
       packed.filter((name) => /^(test|bench|src|build)\//.test(name)),
       [],
@@ -176,6 +181,19 @@ describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", {
     assert.ok(!existsSync(join(noScripts, "node_modules", "safetensors-ts", "build")), "something ran a build");
     assert.match(report, new RegExp(`native addon: loaded from .*${prebuildName.replaceAll(".", "\\.")}`));
     assert.match(report, /default backend \(auto\): mmap/);
+    // The copy addon (copy_file_range) comes from its own prebuild too: one kernel copy, no buffered one.
+    const copy = pathToFileURL(join(noScripts, "node_modules", "safetensors-ts", "dist", "io", "node-copy.js")).href;
+    const probe = `import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
+const { copyRange, copyCounters } = await import(${JSON.stringify(copy)});
+writeFileSync("from.bin", "0123456789");
+const input = openSync("from.bin", "r"), output = openSync("to.bin", "w");
+copyRange(input, 2, output, 0, 5);
+closeSync(input); closeSync(output);
+console.log(JSON.stringify({ ...copyCounters, bytes: readFileSync("to.bin", "utf8") }));`;
+    const counters = JSON.parse(
+      ok(run(process.execPath, ["--input-type=module", "-e", probe], noScripts), "copy probe"),
+    );
+    assert.deepEqual(counters, { kernel: 1, buffered: 0, bytes: "23456" });
   });
 
   test("installed with install scripts: the install step finds the prebuild fits and builds nothing", (t) => {

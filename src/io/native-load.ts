@@ -7,6 +7,9 @@
  * 2. the binary built from source at install (`build/Release/safetensors_native.node`, `scripts/build-native.mjs`);
  * 3. none: the library uses its pure JavaScript paths.
  *
+ * Other targets of binding.gyp (the copy addon) follow the same order, their prebuilds in a folder of their name:
+ * `prebuilds/<platform>-<arch>/<target>/node.napi.glibc.node` (scripts/prebuild.mjs).
+ *
  * The addon uses V8's API next to Node-API, so a binary fits one Node ABI only (`process.versions.modules`). A
  * candidate that does not load, or lacks any member the code uses (a stale build from an older version), is
  * skipped with its reason, and the next one is tried; loading never throws.
@@ -69,11 +72,14 @@ function listDir(dir: string): string[] {
   }
 }
 
+/** The binding.gyp target of the main addon; its prebuilds sit in the platform folder itself. */
+export const MAIN_TARGET = "safetensors_native";
+
 /**
- * The prebuilt binary in `root/prebuilds` that node-gyp-build would pick for this process (the same tuple and tag
- * precedence as its `resolve`, without its preference for build/Release), or why there is none.
+ * The prebuilt binary of `target` under `root/prebuilds` that node-gyp-build would pick for this process (the same
+ * tuple and tag precedence as its `resolve`, without its preference for build/Release), or why there is none.
  */
-export function findPrebuild(root: string): { path: string } | { missing: string } {
+export function findPrebuild(root: string, target = MAIN_TARGET): { path: string } | { missing: string } {
   const tags = prebuildTags();
   if (typeof tags === "string") return { missing: tags };
   const { platform, arch } = process;
@@ -86,22 +92,26 @@ export function findPrebuild(root: string): { path: string } | { missing: string
     .sort(tags.compareTuples)[0];
   const wanted = `${platform}-${arch}, ${runtime} ABI ${abi}`;
   if (!tuple) return { missing: `no prebuilt binary for ${wanted} in ${dir}` };
-  const winner = listDir(join(dir, tuple.name))
+  const folder = target === MAIN_TARGET ? join(dir, tuple.name) : join(dir, tuple.name, target);
+  const winner = listDir(folder)
     .map((file) => tags.parseTags(file))
     .filter(tags.matchTags(runtime, abi))
     .sort(tags.compareTags(runtime))[0];
-  if (!winner) return { missing: `no prebuilt binary for ${wanted} in ${join(dir, tuple.name)}` };
-  return { path: join(dir, tuple.name, winner.file) };
+  if (!winner) return { missing: `no prebuilt binary for ${wanted} in ${folder}` };
+  return { path: join(folder, winner.file) };
 }
 
-/** Where the addon may be under the package root `root`, best first, and why the prebuilt one is absent if it is. */
-export function addonCandidates(root: string): { candidates: AddonCandidate[]; rejected: string[] } {
+/** Where `target` may be under the package root `root`, best first, and why the prebuilt one is absent if it is. */
+export function addonCandidates(
+  root: string,
+  target = MAIN_TARGET,
+): { candidates: AddonCandidate[]; rejected: string[] } {
   const candidates: AddonCandidate[] = [];
   const rejected: string[] = [];
-  const prebuild = findPrebuild(root);
+  const prebuild = findPrebuild(root, target);
   if ("path" in prebuild) candidates.push({ origin: "prebuild", path: prebuild.path });
   else rejected.push(prebuild.missing);
-  candidates.push({ origin: "build", path: join(root, "build", "Release", "safetensors_native.node") });
+  candidates.push({ origin: "build", path: join(root, "build", "Release", `${target}.node`) });
   return { candidates, rejected };
 }
 

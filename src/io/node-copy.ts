@@ -7,16 +7,17 @@
  * serves every Node version) and loads on the first copy, not at import. `SAFETENSORS_NO_NATIVE=1` disables it too.
  */
 import * as fs from "node:fs";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { SafetensorError } from "../format/errors.js";
+import { addonCandidates, loadFirst } from "./native-load.js";
 import { writeAllAt } from "./node-write.js";
 
 interface CopyAddon {
   copyRange(fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number): number;
 }
 
-const ADDON_URL = new URL("../../build/Release/safetensors_copy.node", import.meta.url);
+/** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
+const PACKAGE_ROOT = new URL("../../", import.meta.url);
 
 let addon: CopyAddon | null | undefined;
 
@@ -24,12 +25,10 @@ function loadCopyAddon(): CopyAddon | null {
   if (addon !== undefined) return addon;
   addon = null;
   if (/^(1|true|yes|on)$/i.test((process.env.SAFETENSORS_NO_NATIVE ?? "").trim())) return addon;
-  try {
-    const loaded = createRequire(import.meta.url)(fileURLToPath(ADDON_URL)) as Partial<CopyAddon>;
-    if (typeof loaded.copyRange === "function") addon = loaded as CopyAddon;
-  } catch {
-    // Not built (no compiler at install time) or not loadable here: the JS copy below does the same work.
-  }
+  // The prebuilt binary in the package, else a build from source; neither (no compiler at install time, or not
+  // loadable here): the JS copy below does the same work.
+  const { candidates } = addonCandidates(fileURLToPath(PACKAGE_ROOT), "safetensors_copy");
+  addon = loadFirst<CopyAddon>(candidates, { copyRange: "function" }).addon;
   return addon;
 }
 
