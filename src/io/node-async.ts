@@ -82,7 +82,11 @@ export interface NodeOpenOptions extends AsyncOpenOptions, S3Options {}
  * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION), and the endpoint from
  * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or S3_ENDPOINT.
  */
-export function withEnvironment(options: NodeOpenOptions, env: NodeJS.ProcessEnv = process.env): NodeOpenOptions {
+export function withEnvironment(
+  options: NodeOpenOptions,
+  // Not NodeJS.ProcessEnv: the published types must compile without @types/node.
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): NodeOpenOptions {
   return {
     ...options,
     hfEndpoint: options.hfEndpoint ?? env.HF_ENDPOINT,
