@@ -106,6 +106,7 @@ export const ADDON_SHAPE: {
   allocHuge: "function",
   freeHuge: "function",
   stats: "function",
+  scanHeader: "function",
   pageSize: "number",
   hugePageSize: "number",
   maxWindowLength: "number",
