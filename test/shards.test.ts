@@ -60,7 +60,7 @@ test("planShards gives huggingface_hub's assignment", () => {
   const cases = readFixture<AssignmentCase[]>("assignments.json");
   assert.ok(cases.length > 60);
   for (const [i, c] of cases.entries()) {
-    // torch gives every empty tensor the null data pointer: huggingface_hub sees them as one storage.
+    // torch gives every freshly made empty tensor the null data pointer: huggingface_hub sees one storage.
     const items = c.tensors.map((t) => ({
       name: t.name,
       size: t.size,

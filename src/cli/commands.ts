@@ -24,6 +24,25 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: () => import("./hash.js"),
   },
   { name: "get", summary: "write a tensor (or a slice of it) as raw bytes", load: () => import("./get.js") },
+  {
+    name: "shard",
+    summary: "split into huggingface_hub's shards and index (byte copies)",
+    load: () => import("./shard.js"),
+  },
+  { name: "merge", summary: "a sharded checkpoint into one file (byte copies)", load: () => import("./merge.js") },
+  {
+    name: "extract",
+    summary: "copy the named or matching tensors into a new file",
+    load: () => import("./extract.js"),
+  },
+  { name: "drop", summary: "copy all but the named or matching tensors", load: () => import("./drop.js") },
+  { name: "rename", summary: "rename tensors (--map OLD=NEW or --sub REGEX=REPL)", load: () => import("./rename.js") },
+  {
+    name: "set-metadata",
+    summary: "set, delete or clear __metadata__ entries",
+    load: () => import("./set-metadata.js"),
+  },
+  { name: "cast", summary: "float tensors to bf16/f16/f32 as torch rounds", load: () => import("./cast.js") },
   { name: "doctor", summary: "which read backends this installation has", load: () => import("./doctor.js") },
   { name: "scan", summary: "globals a PyTorch checkpoint names, and a verdict", load: () => import("./scan.js") },
   {

@@ -257,6 +257,8 @@ function shardPath(directory: string, realDirectory: string, name: string): stri
 }
 
 export interface SaveShardedOptions extends PlanShardsOptions, AtomicWriteOptions, FormatIndexOptions {
+  /** Remove files of an earlier save that this one does not replace, as huggingface_hub does (default true). */
+  removeStale?: boolean;
   /**
    * As huggingface_hub: added to the index's metadata (after `total_size`) when sharded, to the file's metadata when
    * one file holds everything.
@@ -264,8 +266,6 @@ export interface SaveShardedOptions extends PlanShardsOptions, AtomicWriteOption
   metadata?: MetadataInput;
   /** Metadata of every shard (default `{"format": "pt"}`, plus `metadata` for a single file; null for none). */
   shardMetadata?: MetadataInput;
-  /** Remove files of an earlier save that this one does not replace, as huggingface_hub does (default true). */
-  removeStale?: boolean;
   maxHeaderBytes?: number;
 }
 
@@ -311,7 +311,8 @@ export function saveSharded(dir: string, tensors: NamedTensors, options: SaveSha
     mode: options.mode,
     maxHeaderBytes: options.maxHeaderBytes,
   };
-  const files = commitCheckpoint(dir, plan, options, userMetadata, (target, names) =>
+  const commit = { ...options, indexMetadata: userMetadata };
+  const files = commitCheckpoint(dir, plan, commit, (target, names) =>
     saveFile(
       target,
       names.map((name) => [name, byName.get(name)!] as const),
@@ -322,17 +323,33 @@ export function saveSharded(dir: string, tensors: NamedTensors, options: SaveSha
   return { plan, files };
 }
 
+export interface CommitOptions extends AtomicWriteOptions, FormatIndexOptions {
+  /** The shards' file name pattern, for the index's name and stale files (default "model{suffix}.safetensors"). */
+  filenamePattern?: string;
+  /** The index's file name (default: from the pattern, `model.safetensors.index.json`). */
+  indexName?: string;
+  /** Index metadata after `total_size` (which is computed). */
+  indexMetadata?: readonly (readonly [string, JsonValue])[];
+  /** Remove files of an earlier save that match the pattern and were not written now (default true). */
+  removeStale?: boolean;
+}
+
+/** The index's name for a shard file pattern, as huggingface_hub names it. */
+export function indexNameOf(pattern = DEFAULT_FILENAME_PATTERN): string {
+  return `${pattern.replace("{suffix}", "")}.index.json`;
+}
+
 /**
- * Write a planned checkpoint: each shard through `writeShard` (atomic), the index (when sharded), then remove files
- * of an earlier save in the same directory that match the pattern and were not written now.
+ * Write a planned checkpoint: each shard through `writeShard` (which writes atomically), the index (when sharded),
+ * then remove files of an earlier save in the same directory that match the pattern and were not written now.
  */
 export function commitCheckpoint(
   dir: string,
   plan: ShardPlan,
-  options: SaveShardedOptions,
-  indexMetadata: readonly [string, string][],
+  options: CommitOptions,
   writeShard: (target: string, tensors: readonly string[]) => void,
 ): string[] {
+  const indexMetadata = options.indexMetadata ?? [];
   for (const [key] of indexMetadata) {
     if (key === "total_size") throw new SafetensorError("InvalidMetadata", "`total_size` is computed, not given");
   }
@@ -348,38 +365,56 @@ export function commitCheckpoint(
     writeShard(target, shard.tensors);
     written.push(target);
   }
-  const indexName = `${pattern.replace("{suffix}", "")}.index.json`;
   if (plan.isSharded) {
     const metadata = new Map<string, JsonValue>([["total_size", plan.totalSize], ...indexMetadata]);
     const text = new TextEncoder().encode(formatIndex(metadata, plan.weightMap, options));
-    const target = path.join(dir, indexName);
+    const target = path.join(dir, options.indexName ?? indexNameOf(pattern));
     writeFileAtomic(target, (fd) => writeAllAt(fd, text, 0), options);
     written.push(target);
   }
-  if (options.removeStale ?? true) removeStale(dir, pattern, new Set(written.map((file) => path.basename(file))));
+  if (options.removeStale ?? true) {
+    for (const file of staleFiles(dir, pattern, plan)) {
+      try {
+        fs.unlinkSync(file);
+      } catch (error) {
+        throw ioError(error, `cannot remove the stale file ${file}`);
+      }
+    }
+  }
   return written;
 }
 
-/** huggingface_hub's pattern for files of a save: prefix, optional `-0000i-of-0000N`, suffix, optional `.index.json`. */
-function removeStale(dir: string, pattern: string, keep: ReadonlySet<string>): void {
+/**
+ * Files in `dir` that a save of `plan` would remove: huggingface_hub's pattern (prefix, optional `-0000i-of-0000N`,
+ * suffix, optional `.index.json`), regular files, not written by the plan.
+ */
+export function staleFiles(dir: string, pattern: string, plan: ShardPlan): string[] {
+  const keep = new Set(plan.shards.map((shard) => shard.file));
+  if (plan.isSharded) keep.add(indexNameOf(pattern));
   const [prefix, suffix] = pattern.split("{suffix}") as [string, string];
   const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const matcher = new RegExp(`^${literal(prefix)}(-\\d{5}-of-\\d{5})?${literal(suffix)}(\\.index\\.json)?$`);
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    if (!entry.isFile() || keep.has(entry.name) || !matcher.test(entry.name)) continue;
-    try {
-      fs.unlinkSync(path.join(dir, entry.name));
-    } catch (error) {
-      throw ioError(error, `cannot remove the stale file ${entry.name}`);
-    }
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw ioError(error, `cannot list ${dir}`);
   }
+  return entries
+    .filter((entry) => entry.isFile() && !keep.has(entry.name) && matcher.test(entry.name))
+    .map((entry) => path.join(dir, entry.name));
 }
 
 const bufferIds = new WeakMap<ArrayBufferLike, number>();
 let nextBufferId = 0;
 
-/** Views of exactly the same bytes are one storage (tied weights); anything else is its own. */
+/**
+ * Views of exactly the same bytes are one storage (tied weights); anything else is its own, except that every empty
+ * view of an empty buffer is one storage, as torch gives every freshly made empty tensor the null data pointer.
+ */
 function storageKey(view: ArrayBufferView): string {
+  if (view.buffer.byteLength === 0) return "null";
   let id = bufferIds.get(view.buffer);
   if (id === undefined) {
     id = nextBufferId++;

@@ -1,0 +1,4 @@
+/** `safetensors drop`: see extract.ts. */
+import { selectionCommand } from "./extract.js";
+
+export const command = selectionCommand("drop");
