@@ -10,7 +10,7 @@ import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES } from "./format/sniff.js"
 import { HeaderView } from "./header-view.js";
 import type { SyncByteSource } from "./io/source.js";
 import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
-import { Tensor } from "./tensor.js";
+import { Tensor, tensorOfInfo } from "./tensor.js";
 
 export interface GetTensorOptions {
   /**
@@ -82,9 +82,12 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
   getTensor(name: string, options: GetTensorOptions = {}): Tensor {
     const info = this.info(name);
     const source = this.live;
-    const { offset, length } = this.byteRange(name);
-    const data = options.memory === "owned" ? source.readOwned(offset, length) : source.read(offset, length);
-    return new Tensor(info.dtype, info.shape, data);
+    const offset = this.header.dataStart + info.dataOffsets[0];
+    const length = info.byteLength;
+    return tensorOfInfo(
+      info,
+      options.memory === "owned" ? source.readOwned(offset, length) : source.read(offset, length),
+    );
   }
 
   /** Raw bytes [offset, offset + length) of the file, in memory the caller owns. */

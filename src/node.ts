@@ -2,8 +2,9 @@
  * Node.js entry point: everything from the core plus local-file reading and atomic writing.
  */
 import { SafetensorsFile } from "./file.js";
+import { CompactTensors } from "./format/compact-tensors.js";
 import { SafetensorError } from "./format/errors.js";
-import type { HeaderOptions } from "./format/header.js";
+import type { Header, HeaderOptions } from "./format/header.js";
 import {
   type MetadataInput,
   type NamedTensors,
@@ -16,7 +17,7 @@ import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
 import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
 import { type AtomicWriteOptions, writeBuffersAt, writeFileAtomic } from "./io/node-write.js";
 import { MemorySource, type SyncByteSource } from "./io/source.js";
-import { Tensor } from "./tensor.js";
+import { Tensor, tensorOfInfo } from "./tensor.js";
 
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
@@ -42,7 +43,7 @@ export {
 } from "./shards/node.js";
 
 /** Rounds of the warm-up at import (each opens a 48-tensor header held in memory). */
-const PRIME_ROUNDS = 8;
+const PRIME_ROUNDS = 10;
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();
@@ -106,7 +107,7 @@ export function loadFile(path: string, options: LoadFileOptions = {}): Map<strin
   const file = SafetensorsFile.open(source, options);
   const tensors = new Map<string, Tensor>();
   if (source instanceof MmapSource) {
-    for (const name of file.offsetKeys()) tensors.set(name, file.getTensor(name));
+    viewsOf(file.header, source, tensors);
     source.releaseDescriptor();
     return tensors;
   }
@@ -131,13 +132,28 @@ export function loadFile(path: string, options: LoadFileOptions = {}): Map<strin
       for (let i = first; i <= last; i++) {
         const info = infos[i]!;
         const begin = info.dataOffsets[0] - groupStart;
-        tensors.set(info.name, new Tensor(info.dtype, info.shape, bytes.subarray(begin, begin + info.byteLength)));
+        tensors.set(info.name, tensorOfInfo(info, bytes.subarray(begin, begin + info.byteLength)));
       }
       first = last + 1;
     }
     return tensors;
   } finally {
     file.close();
+  }
+}
+
+/** Every tensor of `header` as a view from `source`, added to `into` in file order. */
+function viewsOf(header: Header, source: SyncByteSource, into: Map<string, Tensor>): void {
+  const start = header.dataStart;
+  const tensors = header.tensors;
+  if (tensors instanceof CompactTensors) {
+    tensors.forEachSpan((name, dtype, shape, begin, byteLength) => {
+      into.set(name, tensorOfInfo({ dtype: dtype.name, shape }, source.read(start + begin, byteLength)));
+    });
+    return;
+  }
+  for (const info of tensors.values()) {
+    into.set(info.name, tensorOfInfo(info, source.read(start + info.dataOffsets[0], info.byteLength)));
   }
 }
 
@@ -173,10 +189,11 @@ function primeOpenPath(): void {
   const scanHeader = nativeHeaderScanner();
   for (let round = 0; round < PRIME_ROUNDS; round++) {
     const source = new MemorySource(bytes);
-    // The native reader on odd rounds, the JavaScript one on even rounds: both are warm after import.
-    if (scanHeader && round % 2 === 1) Object.assign(source, { scanHeader });
+    // The JavaScript reader on two rounds (it reads headers the native one leaves to it), the native one on the others.
+    if (scanHeader && round >= 2) Object.assign(source, { scanHeader });
     const file = SafetensorsFile.open(source);
-    file.getTensor("model.layers.0.weight");
+    for (const name of file.offsetKeys()) file.getTensor(name);
+    viewsOf(file.header, source, new Map());
     file.close();
   }
   const addonPath = nativeStatus().path;
@@ -188,10 +205,11 @@ function primeOpenPath(): void {
         const source = openSource(addonPath, backend);
         try {
           source.read(0, 8);
-          if (source.byteLength > HEAD_BYTES + 8192) {
-            new Tensor("U8", [4096], source.read(HEAD_BYTES + 4096, 4096));
-            source.readOwned(HEAD_BYTES, 64);
+          const info = { dtype: "U8", shape: Object.freeze([64]) } as const;
+          for (let at = HEAD_BYTES; at + 64 <= source.byteLength && at < HEAD_BYTES + 48 * 64; at += 64) {
+            tensorOfInfo(info, source.read(at, 64));
           }
+          if (source.byteLength > HEAD_BYTES + 64) source.readOwned(HEAD_BYTES, 64);
         } finally {
           source.close();
         }

@@ -29,7 +29,17 @@ function agree(bytes: Uint8Array, fileLength: number): Header | null {
   const records = scan!(bytes);
   const scanned = records && headerFromScan(records, bytes, fileLength);
   if (scanned === null) return null;
-  assert.deepStrictEqual(scanned, full(bytes, fileLength), new TextDecoder().decode(bytes));
+  const expected = full(bytes, fileLength);
+  const text = new TextDecoder().decode(bytes);
+  assert.equal(typeof expected, "object", `${text}: the full reader says ${String(expected)}`);
+  const { tensors, ...rest } = scanned;
+  const { tensors: expectedTensors, ...expectedRest } = expected as Header;
+  assert.deepStrictEqual(rest, expectedRest, text);
+  // The scanner's tensors are a compact map: the same entries, in the same order, as the full reader's Map.
+  assert.deepStrictEqual([...tensors], [...expectedTensors], text);
+  assert.equal(tensors.size, expectedTensors.size);
+  for (const name of expectedTensors.keys()) assert.deepStrictEqual(tensors.get(name), expectedTensors.get(name));
+  assert.equal(tensors.get("\u0000 no such tensor"), undefined);
   return scanned;
 }
 

@@ -670,9 +670,10 @@ function validate(entries: Entry[], overflowCheck: "reference" | "exact"): Map<s
     const dataOffsets: [number, number] = [beginNumber, endNumber];
     const byteLength = endNumber - beginNumber;
     // Entries are the readers' own arrays, so an all-number shape is used as it is.
+    // Shapes are frozen, so that tensors can share them (see `tensorOfInfo`).
     const info: TensorInfo = exact
-      ? { name, dtype, shape: shape.map(Number), exactShape: shape.map(BigInt), dataOffsets, byteLength }
-      : { name, dtype, shape: shape as number[], dataOffsets, byteLength };
+      ? { name, dtype, shape: Object.freeze(shape.map(Number)), exactShape: shape.map(BigInt), dataOffsets, byteLength }
+      : { name, dtype, shape: Object.freeze(shape as number[]), dataOffsets, byteLength };
     tensors.set(name, info);
   }
   if (typeof start === "bigint") {

@@ -7,8 +7,10 @@
  * mismatch, numbers beyond 2^53) gives null, and the full reader decides and reports it. For the headers it accepts
  * the result equals the full reader's (tested against it on generated headers).
  */
+
+import { CompactTensors } from "./compact-tensors.js";
 import { type DtypeInfo, dtypeInfo } from "./dtypes.js";
-import type { Header, TensorInfo } from "./header.js";
+import type { Header } from "./header.js";
 
 /** Record tags written by the scanner. */
 const TENSOR = 0;
@@ -24,10 +26,12 @@ const ascii = new TextDecoder("utf-8", { ignoreBOM: true });
 export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, fileLength: number): Header | null {
   const headerLength = headerBytes.length;
   const text = ascii.decode(headerBytes);
-  const tensors = new Map<string, TensorInfo>();
+  const names: string[] = [];
+  const index = new Map<string, number>();
+  const dtypes: DtypeInfo[] = [];
+  const starts: number[] = [];
   let metadata: Map<string, string> | null = null;
   let position = 0;
-  let count = 0;
   let info: DtypeInfo | undefined;
   for (let at = 0; at < records.length; ) {
     const tag = records[at++];
@@ -44,6 +48,9 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
     }
     if (tag !== TENSOR) return null;
     const name = text.slice(records[at]!, records[at + 1]!);
+    index.set(name, names.length);
+    if (index.size === names.length) return null; // a repeated name
+    names.push(name);
     // Dtype names repeat: compare in place with the last one before making a string of it.
     const dtypeStart = records[at + 2]!;
     const dtypeLength = records[at + 3]! - dtypeStart;
@@ -51,24 +58,21 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
       info = dtypeInfo(text.slice(dtypeStart, dtypeStart + dtypeLength));
       if (info === undefined) return null;
     }
-    const ndim = records[at + 4]!;
-    at += 5;
-    const shape: number[] = new Array(ndim);
+    dtypes.push(info);
+    at += 4;
+    starts.push(at);
+    const ndim = records[at++]!;
     let bits = info.bits;
-    for (let d = 0; d < ndim; d++) {
-      const dim = records[at++]!;
-      shape[d] = dim;
-      bits *= dim;
-    }
+    for (let d = 0; d < ndim; d++) bits *= records[at++]!;
     const begin = records[at++]!;
     const end = records[at++]!;
     // In file order, no gap, whole bytes, the span the shape needs, and every product exact (then both overflow
     // rules agree).
     if (begin !== position || bits > Number.MAX_SAFE_INTEGER || bits % 8 !== 0 || end - begin !== bits / 8) return null;
     position = end;
-    tensors.set(name, { name, dtype: info.name, shape, dataOffsets: [begin, end], byteLength: end - begin });
-    if (tensors.size !== ++count) return null; // a repeated name
   }
   if (position + 8 + headerLength !== fileLength) return null;
+  // The records live in a buffer the scanner reuses: keep a copy.
+  const tensors = new CompactTensors(names, index, dtypes, Int32Array.from(starts), records.slice());
   return { headerLength, dataStart: 8 + headerLength, dataLength: position, fileLength, metadata, tensors };
 }
