@@ -179,7 +179,12 @@ describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", {
       return t.skip(`prebuilds are made for linux-x64 only; this is ${process.platform}-${process.arch}`);
     const report = doctor(noScripts);
     assert.ok(!existsSync(join(noScripts, "node_modules", "safetensors-ts", "build")), "something ran a build");
-    assert.match(report, new RegExp(`native addon: loaded from .*${prebuildName.replaceAll(".", "\\.")}`));
+    assert.match(
+      report,
+      new RegExp(
+        `native addon: loaded from .*${prebuildName.replaceAll(".", "\\.")} \\(prebuilt binary shipped in the package\\)`,
+      ),
+    );
     assert.match(report, /default backend \(auto\): mmap/);
     // The copy addon (copy_file_range) comes from its own prebuild too: one kernel copy, no buffered one.
     const copy = pathToFileURL(join(noScripts, "node_modules", "safetensors-ts", "dist", "io", "node-copy.js")).href;
@@ -357,6 +362,14 @@ console.log(file.backend, t.shape.join("x"), loadFile("model.safetensors").size)
       ok(run(process.execPath, ["use.mjs"], broken), "open with a broken prebuild").trim(),
       "pread 64x256 2",
     );
+    // With a working build from source beside it, that one loads and doctor names the prebuild it passed over.
+    const release = join(broken, "node_modules", "safetensors-ts", "build", "Release");
+    mkdirSync(release, { recursive: true });
+    cpSync(join(noScripts, "node_modules", "safetensors-ts", prebuildName), join(release, "safetensors_native.node"));
+    const fallback = doctor(broken);
+    assert.match(fallback, /loaded from .*build.Release.safetensors_native\.node \(built from source\)/);
+    assert.match(fallback, /passed over: .*node\.abi\d+\.glibc\.node: cannot load: /);
+    assert.match(fallback, /default backend \(auto\): mmap/);
     // And SAFETENSORS_NO_NATIVE=1 still turns a working addon off.
     const off = doctor(noScripts, { SAFETENSORS_NO_NATIVE: "1" });
     assert.match(off, /not available \(SAFETENSORS_NO_NATIVE is set\)/);

@@ -120,7 +120,7 @@ export interface NativeStatus {
   origin?: AddonOrigin;
   /** Why it is not available. */
   reason?: string;
-  /** Candidates passed over before the one loaded (absent prebuild, stale build), with the reason for each. */
+  /** Candidates that were there but refused before the one loaded (broken or stale), with the reason for each. */
   skipped?: string[];
 }
 
@@ -149,7 +149,7 @@ function load(): { addon: NativeAddon | null; status: NativeStatus } {
     return { addon: null, status: { available: false, reason: passed.join("; ") } };
   }
   const status: NativeStatus = { available: true, path: result.loaded.path, origin: result.loaded.origin };
-  if (passed.length > 0) status.skipped = passed;
+  if (result.rejected.length > 0) status.skipped = [...result.rejected];
   return { addon: result.addon, status };
 }
 
