@@ -124,14 +124,6 @@ describe("inputs that are not safetensors", () => {
       "a legacy PyTorch checkpoint",
       /convert/,
     ],
-    [
-      write(
-        "model.safetensors.index.json",
-        '{"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors"}}',
-      ),
-      "a sharded checkpoint's index",
-      /shards: model-00001-of-00002\.safetensors/,
-    ],
     [dir, "a directory", /give one of its 1 \.safetensors files \(model-00001-of-00002\.safetensors\)/],
     [write("gguf.safetensors", "GGUF\u0003\u0000\u0000\u0000\u0000\u0000\u0000\u0000"), "a GGUF model file", /./],
     [

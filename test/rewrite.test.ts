@@ -300,3 +300,53 @@ describe("cast", () => {
     assert.equal(bits.getFloat32(4, true), 1);
   });
 });
+
+describe("inspect, validate, hash and get take a checkpoint directory or its index", () => {
+  test("every command, both forms, and a broken index", async () => {
+    const { file, tensors } = sample();
+    const dir = fresh();
+    await cli("shard", file, dir, "--max-shard-size", "700");
+    const index = path.join(dir, "model.safetensors.index.json");
+    const shards = fs
+      .readdirSync(dir)
+      .filter((name) => name.endsWith(".safetensors"))
+      .sort();
+    for (const target of [dir, index]) {
+      const inspect = await cli("inspect", target, "--json");
+      assert.equal(inspect.code, 0, inspect.stderr);
+      const report = JSON.parse(inspect.stdout);
+      assert.deepEqual(Object.keys(report), ["index", "metadata", "parameters", "data_bytes", "warnings", "shards"]);
+      assert.deepEqual(report.shards.map((s: { file: string }) => s.file).sort(), shards);
+      assert.equal(
+        report.shards.reduce((n: number, s: { tensors: unknown[] }) => n + s.tensors.length, 0),
+        tensors.size,
+      );
+      assert.match(
+        (await cli("inspect", target)).stdout,
+        new RegExp(`${shards.length} shards, ${tensors.size} tensors`),
+      );
+      assert.deepEqual(await cli("validate", target), { code: 0, stdout: "ok\n", stderr: "" });
+      const hash = await cli("hash", target);
+      assert.equal(hash.code, 0);
+      for (const shard of shards) {
+        assert.ok(hash.stdout.includes(`${sha256(fs.readFileSync(path.join(dir, shard)))}  ${path.join(dir, shard)}`));
+      }
+      const out = fresh(".bin");
+      assert.equal((await cli("get", target, "model.layers.5.w", "--out", out)).code, 0);
+      assert.deepEqual(new Uint8Array(fs.readFileSync(out)), tensors.get("model.layers.5.w")!.data);
+    }
+    const text = fs.readFileSync(index, "utf8");
+    fs.writeFileSync(index, text.replace(/"total_size": \d+/, '"total_size": 1'));
+    const warned = await cli("validate", dir);
+    assert.equal(warned.code, 0);
+    assert.match(warned.stderr, /^warning: .*total_size is 1 but the listed tensors hold/);
+    fs.writeFileSync(index, text.replace(shards[0]!, "../escape.safetensors"));
+    const escaped = await cli("validate", index);
+    assert.equal(escaped.code, 1);
+    assert.match(escaped.stderr, /error\[UnsafePath\]/);
+    fs.writeFileSync(index, text.replace(shards[0]!, "missing.safetensors"));
+    const missing = await cli("inspect", dir);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /error\[IoError\]: .*missing\.safetensors/);
+  });
+});

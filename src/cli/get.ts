@@ -7,6 +7,7 @@ import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { writeBytesToStdout } from "./io.js";
 import { isRemoteLocation, withRemote } from "./location.js";
+import { isShardedTarget, openShardedInput } from "./sharded.js";
 
 export const command = defineCommand({
   usage: "get FILE|URL NAME --out PATH [--as f32] [--slice SPEC]",
@@ -24,7 +25,7 @@ Example: --slice "-1, ::2, 1:3". Values starting with "-" are fine after --slice
     as: { type: "string", value: "f32", help: "decode to float32 before writing" },
     slice: { type: "string", value: "SPEC", help: "write only this numpy-style slice (syntax above)" },
   },
-  async run({ values, positionals }, { backend }) {
+  async run({ values, positionals }, { io, backend }) {
     if (positionals.length !== 2) throw new UsageError("get takes FILE and NAME");
     if (values.out === undefined) throw new UsageError("get needs --out PATH (use --out - for standard output)");
     if (values.as !== undefined && values.as !== "f32") throw new UsageError("--as only supports f32");
@@ -50,7 +51,9 @@ Example: --slice "-1, ::2, 1:3". Values starting with "-" are fine after --slice
     };
     if (isRemoteLocation(path)) await withRemote(path, async (file) => emit(await read(file)));
     else {
-      using file = openFile(path, { backend: backend ?? "auto" });
+      using file = isShardedTarget(path)
+        ? openShardedInput(path, backend, io)
+        : openFile(path, { backend: backend ?? "auto" });
       emit(await read(file));
     }
     return 0;

@@ -9,6 +9,7 @@ import { defineCommand } from "./command.js";
 import { openBytes, openInput, readStdin, stdinAsPath } from "./input.js";
 import type { Io } from "./io.js";
 import { isRemoteLocation, withRemote } from "./location.js";
+import { expandSharded } from "./sharded.js";
 
 interface Digests {
   file: string;
@@ -195,6 +196,6 @@ Exit status 1 when any file fails; the others are still hashed.`,
   },
   run({ values, positionals }, { io, backend }) {
     if (positionals.length === 0) throw new UsageError("hash takes one or more FILEs");
-    return run(positionals, values.json ?? false, values.tensors ?? false, backend, io);
+    return run(expandSharded(positionals, backend, io), values.json ?? false, values.tensors ?? false, backend, io);
   },
 });

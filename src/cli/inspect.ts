@@ -5,6 +5,7 @@ import { defineCommand } from "./command.js";
 import { openInput } from "./input.js";
 import { formatInspect, inspectJson } from "./inspect-format.js";
 import { isRemoteLocation, withRemote } from "./location.js";
+import { inspectSharded, isShardedTarget } from "./sharded.js";
 
 export const command = defineCommand({
   usage: "inspect FILE|URL [--json] [--verbose]",
@@ -27,6 +28,7 @@ s3://BUCKET/KEY — usually with one request). "-" reads standard input.
       return 0;
     };
     if (isRemoteLocation(path)) return withRemote(path, async (file) => print(file));
+    if (isShardedTarget(path)) return inspectSharded(path, values.json === true, values.verbose === true, backend, io);
     using file = openInput(path, backend ?? "auto");
     return print(file);
   },

@@ -4,6 +4,7 @@ import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { openInput } from "./input.js";
 import { isRemoteLocation, withRemote } from "./location.js";
+import { isShardedTarget, openShardedInput } from "./sharded.js";
 
 function jsonOf(file: string, error: SafetensorError | undefined): string {
   if (!error) return `{"file":${JSON.stringify(file)},"ok":true}`;
@@ -37,6 +38,7 @@ Exit status 1 when any file is invalid.`,
       let failure: SafetensorError | undefined;
       try {
         if (isRemoteLocation(file)) await withRemote(file, async () => {});
+        else if (isShardedTarget(file)) openShardedInput(file, backend, io).close();
         else openInput(file, backend ?? "auto").close();
       } catch (error) {
         if (!isSafetensorError(error)) throw error;

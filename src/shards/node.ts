@@ -169,13 +169,27 @@ export function openSharded(target: string, options?: OpenShardedOptions): Shard
   return ShardedFile.open(target, options);
 }
 
-/** Is `target` a sharded checkpoint (a directory, or a `*.index.json` file) rather than one safetensors file? */
+/**
+ * Is `target` a checkpoint to open with `openSharded` rather than one safetensors file: a `*.index.json` file, or a
+ * directory holding an index or exactly one `.safetensors` file that is not named as one shard of several?
+ */
 export function isShardedTarget(target: string): boolean {
+  let stat: fs.Stats;
   try {
-    return fs.statSync(target).isDirectory() || target.endsWith(".index.json");
+    stat = fs.statSync(target);
   } catch {
     return false;
   }
+  if (!stat.isDirectory()) return stat.isFile() && target.endsWith(".index.json");
+  let entries: string[];
+  try {
+    entries = fs.readdirSync(target);
+  } catch {
+    return false;
+  }
+  if (entries.some((entry) => entry.endsWith(".safetensors.index.json"))) return true;
+  const files = entries.filter((entry) => entry.endsWith(".safetensors"));
+  return files.length === 1 && !/-\d{5}-of-\d{5}\.safetensors$/.test(files[0]!);
 }
 
 function locateIndex(target: string): { indexPath: string | null; single: string | null } {
