@@ -5,6 +5,7 @@
  */
 import cliHash from "./cli-hash.js";
 import cliInspect from "./cli-inspect.js";
+import convertPickle from "./convert-pickle.js";
 import importTime from "./import.js";
 import loadAll from "./load-all.js";
 import loadViews from "./load-views.js";
@@ -29,6 +30,7 @@ export const FIGURES: readonly Figure[] = [
   slice8RowsInProcess,
   cliInspect,
   cliHash,
+  convertPickle,
 ];
 
 export function figureNamed(name: string): Figure | undefined {
