@@ -2,14 +2,20 @@
  * Node adapter of the pickle converter (src/pickle is pure): files are read with positional reads, deflated zip
  * records are inflated with node:zlib, and tensors stream into the output without holding the checkpoint in memory.
  */
+
+import * as fs from "node:fs";
 import * as zlib from "node:zlib";
+import { SafetensorsFile } from "./file.js";
+import { dtypeInfo } from "./format/dtypes.js";
 import { SafetensorError } from "./format/errors.js";
 import { ioError, PreadSource } from "./io/node-file.js";
+import { writeAllAt, writeFileAtomic } from "./io/node-write.js";
 import { createWriter, type SafetensorsWriter } from "./io/stream-writer.js";
 import { type Container, type ContainerOptions, openContainer } from "./pickle/container.js";
 import { type ConversionPlan, type ConvertOptions, type PlannedTensor, planConversion } from "./pickle/plan.js";
 import { type ScanReport, scanSource } from "./pickle/scan.js";
 import { contiguousStrides } from "./pickle/torch.js";
+import { planZip, stateDictPickle, type TorchTensorSpec, torchTypeOf, zipDirectory } from "./pickle/writer.js";
 
 /** Chunk of reads and writes: large enough for sequential disk speed, small enough for a flat RSS. */
 const CHUNK_BYTES = 8 << 20;
@@ -212,4 +218,84 @@ export function convertPickleFile(input: string, output: string, options: NodeCo
   } finally {
     source.close();
   }
+}
+
+export interface TorchWriteReport {
+  readonly tensors: number;
+  /** Names written as the same tensor object as another (tied), from the safetensors metadata. */
+  readonly aliases: ReadonlyMap<string, string>;
+  readonly bytesWritten: number;
+}
+
+/**
+ * Write a safetensors file as a torch zip checkpoint that `torch.load(weights_only=True)` reads: protocol 2, only
+ * allowlisted globals, stored records aligned to 64 bytes. Metadata entries `NAME: KEPT` naming a tensor (what
+ * `save_model` and our converter record for tied weights) become the same tensor object again.
+ */
+export function convertToTorchFile(input: string, output: string): TorchWriteReport {
+  using file = SafetensorsFile.open(PreadSource.open(input));
+  const infos = [...file.header.tensors.values()].sort((a, b) => a.dataOffsets[0] - b.dataOffsets[0]);
+  const specs: TorchTensorSpec[] = infos.map((info) => {
+    torchTypeOf(info.dtype);
+    return {
+      name: info.name,
+      dtype: info.dtype,
+      shape: info.shape,
+      byteLength: info.byteLength,
+      elementSize: dtypeInfo(info.dtype)!.bits / 8,
+    };
+  });
+  const aliases = new Map<string, string>();
+  for (const [key, value] of file.metadata() ?? []) {
+    if (!file.header.tensors.has(key) && file.header.tensors.has(value)) aliases.set(key, value);
+  }
+  const pkl = stateDictPickle(specs, aliases);
+  const text = (s: string) => new TextEncoder().encode(s);
+  const small: [string, Uint8Array][] = [
+    ["archive/data.pkl", pkl],
+    ["archive/.format_version", text("1")],
+    ["archive/.storage_alignment", text("64")],
+    ["archive/byteorder", text("little")],
+  ];
+  // CRCs of the storages are known only after streaming them; headers are written after their data.
+  const records = [
+    ...small.map(([name, bytes]) => ({ name, size: bytes.length, crc32: zlib.crc32(bytes) })),
+    ...specs.map((t, i) => ({ name: `archive/data/${i}`, size: t.byteLength, crc32: 0 })),
+    { name: "archive/version", size: 2, crc32: zlib.crc32(text("3\n")) },
+  ];
+  const layout = planZip(records);
+  const source = PreadSource.open(input);
+  try {
+    writeFileAtomic(output, (fd) => {
+      const planned = [...layout.records];
+      small.forEach(([, bytes], i) => {
+        writeAllAt(fd, planned[i]!.localHeader, planned[i]!.headerOffset);
+        writeAllAt(fd, bytes, planned[i]!.dataOffset);
+      });
+      const scratch = new Uint8Array(CHUNK_BYTES);
+      infos.forEach((info, i) => {
+        const r = planned[small.length + i]!;
+        let crc = 0;
+        const from = file.header.dataStart + info.dataOffsets[0];
+        for (let done = 0; done < info.byteLength; ) {
+          const n = Math.min(scratch.length, info.byteLength - done);
+          const chunk = source.readInto(from + done, scratch.subarray(0, n));
+          crc = zlib.crc32(chunk, crc);
+          writeAllAt(fd, chunk, r.dataOffset + done);
+          done += n;
+        }
+        // The CRC field of the local header (offset 14), known now that the bytes went by.
+        new DataView(r.localHeader.buffer).setUint32(14, crc >>> 0, true);
+        writeAllAt(fd, r.localHeader, r.headerOffset);
+        planned[small.length + i] = { ...r, crc32: crc >>> 0 };
+      });
+      const last = planned[planned.length - 1]!;
+      writeAllAt(fd, last.localHeader, last.headerOffset);
+      writeAllAt(fd, text("3\n"), last.dataOffset);
+      writeAllAt(fd, zipDirectory(planned, layout.end), layout.end);
+    });
+  } finally {
+    source.close();
+  }
+  return { tensors: specs.length, aliases, bytesWritten: fs.statSync(output).size };
 }

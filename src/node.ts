@@ -30,7 +30,7 @@ export {
   type SafetensorsWriter,
   type WriterOptions,
 } from "./io/stream-writer.js";
-export { convertPickleFile, planPickleFile, scanPickleFile } from "./node-pickle.js";
+export { convertPickleFile, convertToTorchFile, planPickleFile, scanPickleFile } from "./node-pickle.js";
 export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,

@@ -2,7 +2,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
-import { type ConversionReport, convertPickleFile } from "../node-pickle.js";
+import { sniff } from "../format/sniff.js";
+import { type ConversionReport, convertPickleFile, convertToTorchFile } from "../node-pickle.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 
@@ -12,7 +13,9 @@ file names a dangerous global, or one not allowlisted unless --allow-unknown (wh
 built, and listed). Tied tensors (same storage and geometry) are written once; the other names are recorded in
 the metadata as NAME → KEPT (as the reference's save_model does), or written in full with --clone-shared. Views
 are gathered into contiguous bytes, big-endian files byte-swapped, numpy arrays become tensors. The weights are
-the top-level dict, or found under state_dict / model / … (said so), or named with --key.`;
+the top-level dict, or found under state_dict / model / … (said so), or named with --key.
+The way back: a safetensors IN is written as a torch zip checkpoint (protocol 2, allowlisted globals only, records
+aligned to 64 bytes) that torch.load(weights_only=True) reads; metadata NAME → KEPT entries become tied tensors.`;
 
 function text(input: string, output: string, r: ConversionReport): string {
   const where = r.key.length
@@ -27,7 +30,8 @@ function text(input: string, output: string, r: ConversionReport): string {
 }
 
 export const command = defineCommand({
-  usage: "convert IN OUT.safetensors [--key KEY] [--allow-unknown] [--clone-shared] [--json]",
+  usage:
+    "convert IN OUT.safetensors [--key KEY] [--allow-unknown] [--clone-shared] [--json]\nconvert IN.safetensors OUT.bin [--json]",
   description: DESCRIPTION,
   options: {
     key: { type: "string", value: "KEY", help: "the entry holding the weights (state_dict, model, a.b)" },
@@ -39,6 +43,21 @@ export const command = defineCommand({
     return convert(values, positionals, io);
   },
 });
+
+/** The way back is chosen by content, not by name: a safetensors IN becomes a torch checkpoint. */
+function isSafetensorsFile(file: string): boolean {
+  let fd: number | null = null;
+  try {
+    fd = fs.openSync(file, "r");
+    const head = new Uint8Array(64);
+    const n = fs.readSync(fd, head, 0, head.length, 0);
+    return sniff(head.subarray(0, n), { fileLength: fs.fstatSync(fd).size }).format === "safetensors";
+  } catch {
+    return false;
+  } finally {
+    if (fd !== null) fs.closeSync(fd);
+  }
+}
 
 function convert(
   values: { key?: string; "allow-unknown"?: boolean; "clone-shared"?: boolean; json?: boolean },
@@ -53,6 +72,25 @@ function convert(
     }
   } catch (error) {
     if (error instanceof SafetensorError) throw error;
+  }
+  if (isSafetensorsFile(input)) {
+    if (/\.safetensors$/i.test(output)) {
+      throw new UsageError("IN is already safetensors; to write a PyTorch checkpoint name OUT .bin, .pt or .pth");
+    }
+    const back = convertToTorchFile(input, output);
+    const summary = {
+      input,
+      output,
+      tensors: back.tensors,
+      aliases: Object.fromEntries(back.aliases),
+      bytesWritten: back.bytesWritten,
+    };
+    io.stdout(
+      values.json
+        ? `${JSON.stringify(summary)}\n`
+        : `${input} -> ${output}: torch zip checkpoint, ${back.tensors} tensors${back.aliases.size ? ` (+${back.aliases.size} tied)` : ""}, ${back.bytesWritten} bytes\n`,
+    );
+    return 0;
   }
   const report = convertPickleFile(input, output, {
     ...(values.key !== undefined ? { key: values.key } : {}),
