@@ -134,6 +134,7 @@ describe("bench figure registry", () => {
       tensor_owned_32mib: 2,
       slice_8_rows_inprocess: 1,
       cli_inspect: 1.2,
+      convert_pickle: 1,
     });
     for (const name of ["import", "slice_8_rows", "cli_hash"]) assert.ok(names.includes(name), name);
   });
