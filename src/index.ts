@@ -104,8 +104,33 @@ export {
   scanSource,
   type Verdict,
 } from "./pickle/index.js";
+export {
+  DEFAULT_RANK_CONCURRENCY,
+  loadRank,
+  type RankReadOptions,
+  type RankSource,
+  readRankParts,
+} from "./rank/load.js";
+export {
+  LLAMA_RULES,
+  parseRankRules,
+  planRankLoad,
+  type RankOptions,
+  type RankPlan,
+  type RankRule,
+  type RankTensor,
+  type TensorCatalog,
+} from "./rank/plan.js";
 export { DEFAULT_HF_ENDPOINT, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
 export { type HttpOptions, HttpSource } from "./remote/http.js";
+export {
+  AsyncShardedFile,
+  type AsyncShardedOptions,
+  DEFAULT_SHARD_CONCURRENCY,
+  openShardedAsync,
+  type ShardedSource,
+  urlShardedSource,
+} from "./remote/sharded.js";
 export {
   type CheckedShards,
   checkShardPath,

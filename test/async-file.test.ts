@@ -12,7 +12,6 @@ import {
   AsyncSafetensorsFile,
   BlobSource,
   type ByteSource,
-  isSafetensorError,
   loadFileAsync,
   MemoryByteSource,
   open,
@@ -25,16 +24,11 @@ import {
   withConcurrencyLimit,
 } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
+import { hasCode as code } from "./helpers/errors.js";
 import { fill } from "./helpers/fill.js";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-async-"));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-const code = (expected: string) => (error: unknown) => {
-  assert.ok(isSafetensorError(error), `not a SafetensorError: ${error}`);
-  assert.equal(error.code, expected, error.message);
-  return true;
-};
 
 /** Records every read a source serves, and how many were in flight at once. */
 class Recording implements ByteSource {

@@ -7,17 +7,12 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { isSafetensorError, open, openFile, serialize, Tensor } from "../src/node.js";
+import { open, openFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
 import { type EdgeServer, startEdgeServer } from "./helpers/edge-server.js";
+import { hasCode as code } from "./helpers/errors.js";
 import { fill } from "./helpers/fill.js";
 import { type Nginx, nginxBinary, nginxMissingReason, startNginx } from "./helpers/nginx.js";
-
-const code = (expected: string) => (error: unknown) => {
-  assert.ok(isSafetensorError(error), `not a SafetensorError: ${error}`);
-  assert.equal(error.code, expected, error.message);
-  return true;
-};
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-http-"));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));

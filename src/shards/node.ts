@@ -6,8 +6,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { GetTensorOptions, SafetensorsFile, TensorSlice } from "../file.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
-import type { Header, TensorInfo } from "../format/header.js";
-import { compareCodePoints, type MetadataInput, type NamedTensors, type TensorLike } from "../format/serialize.js";
+import type { Header } from "../format/header.js";
+import type { MetadataInput, NamedTensors, TensorLike } from "../format/serialize.js";
 import { ioError } from "../io/node-file.js";
 import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "../io/node-write.js";
 import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node.js";
@@ -27,6 +27,7 @@ import {
   type ShardLocation,
   type ShardPlan,
 } from "./index.js";
+import { ShardedView } from "./view.js";
 
 export interface OpenShardedOptions extends OpenFileOptions {
   /** Largest index file read (default 64 MiB). */
@@ -34,22 +35,18 @@ export interface OpenShardedOptions extends OpenFileOptions {
 }
 
 /** A sharded checkpoint opened as one: tensors are read from whichever shard holds them. */
-export class ShardedFile {
-  private files: Map<string, SafetensorsFile> | null;
-  private sortedKeys: string[] | null = null;
-
+export class ShardedFile extends ShardedView<SafetensorsFile> {
   private constructor(
     /** The directory shard paths are relative to. */
     readonly directory: string,
     /** The index file, or null for a directory holding a single `model.safetensors`. */
     readonly indexPath: string | null,
-    readonly index: ShardIndex,
+    index: ShardIndex,
     files: Map<string, SafetensorsFile>,
-    private readonly locations: ReadonlyMap<string, ShardLocation>,
-    /** Problems that do not stop loading: unlisted tensors, a `total_size` that disagrees, unknown index keys. */
-    readonly warnings: readonly string[],
+    locations: ReadonlyMap<string, ShardLocation>,
+    warnings: readonly string[],
   ) {
-    this.files = files;
+    super(index, files, locations, warnings);
   }
 
   /** Open a checkpoint directory (its `model.safetensors.index.json`, or its only `model.safetensors`) or an index. */
@@ -83,58 +80,6 @@ export class ShardedFile {
     }
   }
 
-  private get live(): Map<string, SafetensorsFile> {
-    if (!this.files) throw new SafetensorError("Closed", "sharded checkpoint is closed");
-    return this.files;
-  }
-
-  /** Tensor names sorted by code point. */
-  keys(): string[] {
-    this.sortedKeys ??= [...this.locations.keys()].sort(compareCodePoints);
-    return [...this.sortedKeys];
-  }
-
-  /** Tensor names in the index's order. */
-  indexKeys(): string[] {
-    return [...this.locations.keys()];
-  }
-
-  has(name: string): boolean {
-    return this.locations.has(name);
-  }
-
-  /** The index's `metadata` object. */
-  metadata(): ReadonlyMap<string, JsonValue> {
-    return this.index.metadata;
-  }
-
-  /** The shard files, in the index's order. */
-  get shards(): readonly string[] {
-    return this.index.files;
-  }
-
-  /** The open file of one shard (owned by this handle). */
-  shard(file: string): SafetensorsFile {
-    const shard = this.live.get(file);
-    if (!shard) throw new SafetensorError("InvalidOption", `no shard named ${quoteName(file)}`);
-    return shard;
-  }
-
-  /** Which shard holds a tensor. */
-  shardOf(name: string): string {
-    return this.locate(name).file;
-  }
-
-  private locate(name: string): ShardLocation {
-    const location = this.locations.get(name);
-    if (!location) throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
-    return location;
-  }
-
-  info(name: string): TensorInfo {
-    return this.locate(name).info;
-  }
-
   getTensor(name: string, options?: GetTensorOptions): Tensor {
     return this.shard(this.locate(name).file).getTensor(name, options);
   }
@@ -143,20 +88,9 @@ export class ShardedFile {
     return this.shard(this.locate(name).file).getSlice(name);
   }
 
-  /** Sum of the tensors' bytes. */
-  get dataBytes(): number {
-    let total = 0;
-    for (const location of this.locations.values()) total += location.info.byteLength;
-    return total;
-  }
-
   close(): void {
     for (const file of this.files?.values() ?? []) file.close();
     this.files = null;
-  }
-
-  get closed(): boolean {
-    return this.files === null;
   }
 
   [Symbol.dispose](): void {
