@@ -98,9 +98,11 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
       throw new SafetensorError("InvalidOption", `not an http(s) URL: ${redactUrl(parsed)}`);
     }
     this.url = parsed.href;
-    const fetchFn = options.fetch ?? globalThis.fetch;
-    if (typeof fetchFn !== "function") throw new SafetensorError("BackendUnavailable", "no fetch() in this runtime");
-    this.fetchFn = fetchFn;
+    if (options.fetch === undefined && typeof globalThis.fetch !== "function") {
+      throw new SafetensorError("BackendUnavailable", "no fetch() in this runtime");
+    }
+    // Called unbound: browsers refuse a `fetch` whose `this` is not the window ("Illegal invocation").
+    this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.headers = new Headers(options.headers);
     this.retries = integerOption(options.retries, DEFAULT_RETRIES, "retries");
     this.retryDelayMs = integerOption(options.retryDelayMs, DEFAULT_RETRY_DELAY_MS, "retryDelayMs");
@@ -164,7 +166,8 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
     headers.set("Accept-Encoding", "identity");
     let response: Response;
     try {
-      response = await this.fetchFn(this.url, { headers, signal, redirect: "follow" });
+      const fetchFn = this.fetchFn; // called unbound, so that a passed `window.fetch` works too
+      response = await fetchFn(this.url, { headers, signal, redirect: "follow" });
     } catch (cause) {
       if (signal?.aborted) throw signal.reason;
       throw new Retryable(`request failed: ${(cause as Error)?.message ?? cause}`, { cause });

@@ -79,6 +79,7 @@ events { worker_connections 256; }
 http {
   ${["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map(temp).join("\n  ")}
   default_type application/octet-stream;
+  types { text/html html; text/javascript js; application/json json; }
   log_format counted '$request\\t$http_range\\t$status\\t$bytes_sent\\t$body_bytes_sent';
   access_log ${logFile} counted;
   sendfile on;

@@ -1,0 +1,125 @@
+/**
+ * The core in a real browser: the ESM browser build (src/index.ts bundled by esbuild) loaded by headless Chromium
+ * from a private nginx, reading a file by URL (HTTP Range requests) and through a File from an <input type=file>,
+ * checking values. Skips, saying why, without Chromium or nginx. Never downloads a browser.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+import { serialize, Tensor } from "../src/node.js";
+import { repoRoot } from "./helpers/corpus.js";
+import { nginxBinary, nginxMissingReason, startNginx } from "./helpers/nginx.js";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const chromiumMissing = fs.existsSync(CHROMIUM)
+  ? false
+  : `Chromium not found at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM): browser test skipped`;
+
+/**
+ * Runs in the page. A string, not a function: the test's own transpiler would add helpers (names for functions) that
+ * do not exist in the page.
+ */
+const PAGE_SCRIPT = `async (url) => {
+  const st = await import("/fx/safetensors.js");
+  const read = async (input) => {
+    const file = await st.open(input);
+    const w = await file.getTensor("w");
+    const part = await file.getSlice("w").get("1:3, ::2");
+    const h = await file.getTensor("h");
+    const out = {
+      backend: file.backend,
+      keys: file.keys(),
+      metadata: Object.fromEntries(file.metadata() ?? []),
+      w: Array.from(w.typed()),
+      slice: { shape: part.shape, values: Array.from(part.typed()) },
+      h: Array.from(h.toFloat32()),
+    };
+    await file.close();
+    return out;
+  };
+  const picked = document.getElementById("file").files[0];
+  return { byUrl: await read(url), byFile: await read(picked), isFile: picked instanceof File };
+}`;
+
+const PAGE = `<!doctype html><meta charset="utf-8"><title>safetensors-ts</title><input type="file" id="file">`;
+
+test("headless Chromium reads by URL and through a File", {
+  skip: chromiumMissing || (nginxBinary === null && nginxMissingReason),
+}, async () => {
+  const { build } = await import("esbuild");
+  const { chromium } = await import("playwright-core");
+  const nginx = (await startNginx({}))!;
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "st-chromium-"));
+  try {
+    await build({
+      entryPoints: [path.join(repoRoot, "src/index.ts")],
+      bundle: true,
+      format: "esm",
+      platform: "browser",
+      target: "es2022",
+      outfile: path.join(nginx.files, "safetensors.js"),
+      logLevel: "silent",
+    });
+    const values = Float32Array.from({ length: 24 }, (_, i) => i * 0.25 - 2);
+    const bytes = serialize(
+      new Map([
+        ["w", Tensor.fromTypedArray("F32", [4, 6], values)],
+        ["h", Tensor.fromFloat32("BF16", [3], [1.5, -2, 1024])],
+      ]),
+      { format: "pt" },
+    );
+    fs.writeFileSync(path.join(nginx.files, "model.safetensors"), bytes);
+    fs.writeFileSync(path.join(nginx.files, "index.html"), PAGE);
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+    try {
+      const page = context.pages()[0] ?? (await context.newPage());
+      const errors: string[] = [];
+      page.on("pageerror", (error) => errors.push(String(error)));
+      await page.goto(`${nginx.url}/fx/index.html`);
+      await page.setInputFiles("#file", path.join(nginx.files, "model.safetensors"));
+      nginx.clearLog();
+      const result: Record<string, unknown> = await page.evaluate(
+        `(${PAGE_SCRIPT})(${JSON.stringify(`${nginx.url}/fx/model.safetensors`)})`,
+      );
+      assert.deepEqual(errors, []);
+      const expected = {
+        keys: ["h", "w"],
+        metadata: { format: "pt" },
+        w: Array.from(values),
+        slice: {
+          shape: [2, 3],
+          values: [1, 1.5, 2, 2.5, 3, 3.5].map((v, i) => values[6 + (i % 3) * 2 + Math.floor(i / 3) * 6]!),
+        },
+        h: [1.5, -2, 1024],
+      };
+      assert.deepEqual(result.byUrl, { backend: "http", ...expected });
+      assert.deepEqual(result.byFile, { backend: "blob", ...expected });
+      assert.equal(result.isFile, true);
+      // The URL read: the bundle, then one Range request covering this small file (tensors served from it).
+      const ranged = nginx.log().filter((e) => e.path === "/fx/model.safetensors");
+      assert.equal(ranged.length, 1);
+      assert.equal(ranged[0]!.status, 206);
+      assert.equal(ranged[0]!.bytes, bytes.length);
+    } finally {
+      await context.close();
+    }
+  } finally {
+    await nginx.stop();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+});
