@@ -11,6 +11,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { buildHostileFile, HOSTILE_CASES, testSizes } from "../bench/hostile-cases.js";
 import { expectedCodes, refClass } from "../scripts/reference-errors.js";
+import { readHeaderJson } from "../src/format/header.js";
 import { deserialize, isSafetensorError } from "../src/index.js";
 
 interface Recorded {
@@ -87,6 +88,43 @@ test("UTF-8 is checked in pieces that never split a character, and every invalid
           );
         }
       }
+    }
+  }
+});
+
+test("strings read the same at every alignment of the header bytes (the word-at-a-time scan)", () => {
+  const names = [
+    "",
+    "a",
+    'ab"',
+    "abc\\",
+    "abcd\u0001",
+    "\u00e9\u00e9\u00e9",
+    "x".repeat(37),
+    'q\\"q',
+    "\\u0041\\ud83d\\ude00",
+  ];
+  const headers: string[] = [];
+  for (const name of names) {
+    for (let pad = 0; pad < 4; pad++) {
+      headers.push(`{${" ".repeat(pad)}"${name}":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`);
+      headers.push(`{${" ".repeat(pad)}"${name}`); // unterminated
+    }
+  }
+  const read = (bytes: Uint8Array) => {
+    try {
+      return readHeaderJson(bytes);
+    } catch (error) {
+      return isSafetensorError(error) ? `${error.code}: ${error.message}` : `CRASH ${error}`;
+    }
+  };
+  for (const header of headers) {
+    const bytes = new TextEncoder().encode(header);
+    const expected = read(bytes);
+    for (let shift = 1; shift < 8; shift++) {
+      const shifted = new Uint8Array(bytes.length + shift);
+      shifted.set(bytes, shift);
+      assert.deepEqual(read(shifted.subarray(shift)), expected, `${JSON.stringify(header)} at offset ${shift}`);
     }
   }
 });

@@ -50,9 +50,17 @@ export class JsonCursor {
   readonly bytes: Uint8Array;
 
   /** Over UTF-8 bytes (already checked to be valid), or text (encoded once). Positions are byte offsets. */
+  /** The bytes again as aligned 32-bit words (from `wordsFrom`), for scanning string contents 4 bytes at a time. */
+  private readonly words: Uint32Array;
+  private readonly wordsFrom: number;
+
   constructor(input: Uint8Array | string) {
     this.bytes = typeof input === "string" ? new TextEncoder().encode(input) : input;
     this.length = this.bytes.length;
+    const { buffer, byteOffset } = this.bytes;
+    this.wordsFrom = (4 - (byteOffset % 4)) % 4;
+    const count = Math.max(0, Math.floor((this.length - this.wordsFrom) / 4));
+    this.words = count > 0 ? new Uint32Array(buffer, byteOffset + this.wordsFrom, count) : new Uint32Array(0);
   }
 
   fail(what: string, at = this.pos): never {
@@ -185,9 +193,29 @@ export class JsonCursor {
   private stringEnd(from: number): number {
     const bytes = this.bytes;
     const length = this.length;
+    const words = this.words;
+    const wordsFrom = this.wordsFrom;
+    const wordsEnd = wordsFrom + 4 * words.length;
     let pos = from;
     let escaped = false;
     for (;;) {
+      // Plain contents four bytes at a time: no byte below 0x20, no `"`, no `\\` in the word (the usual bit tricks for
+      // "has a byte less than n" and "has a zero byte"). A 100 MB string costs ~4x fewer steps.
+      if ((pos - wordsFrom) % 4 === 0) {
+        while (pos + 4 <= wordsEnd) {
+          const w = words[(pos - wordsFrom) >> 2]!;
+          const quote = w ^ 0x22222222;
+          const slash = w ^ 0x5c5c5c5c;
+          if (
+            ((w - 0x20202020) & ~w & 0x80808080) |
+            ((quote - 0x01010101) & ~quote & 0x80808080) |
+            ((slash - 0x01010101) & ~slash & 0x80808080)
+          ) {
+            break;
+          }
+          pos += 4;
+        }
+      }
       if (pos >= length) this.fail("EOF while parsing a string", pos);
       const c = bytes[pos]!;
       if (c === 0x22) break;
