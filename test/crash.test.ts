@@ -1,0 +1,285 @@
+/**
+ * Crash and fault tests of the writers.
+ *
+ * Crashes: a child process (test/helpers/write-child.ts, bundled to plain JS once so each child starts in tens of
+ * milliseconds) writes a file with `saveFile` or the streaming writer and stops before each of its file-system calls
+ * until the parent answers; the parent SIGKILLs it at a point chosen by the seed, either while it waits there or just
+ * after letting it go on (the kill then lands inside the next call). Whatever the point, the target must be absent
+ * or its old bytes, or the complete new file; and the next write to the same target must leave no temporary file.
+ *
+ * Faults: a file size limit (RLIMIT_FSIZE via prlimit: EFBIG), a full file system (a small tmpfs, root only) and a
+ * read-only directory give `DiskFull` / `NotWritable` and leave the directory as it was.
+ */
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { build } from "esbuild";
+import {
+  createWriter,
+  isSafetensorError,
+  openFile,
+  type SafetensorErrorCode,
+  saveFile,
+  serialize,
+} from "../src/node.js";
+import { repoRoot } from "./helpers/corpus.js";
+import { writePlan } from "./helpers/write-plans.js";
+
+const POINT = 0x01;
+const TEMP = ".safetensors-tmp-";
+
+let root = "";
+let child = "";
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "st-crash-"));
+  // The bundle sits two levels below `root`, next to a link to build/: the addon loaders find build/Release there.
+  fs.symlinkSync(path.join(repoRoot, "build"), path.join(root, "build"));
+  child = path.join(root, "bin", "child", "write-child.mjs");
+  await build({
+    entryPoints: [path.join(repoRoot, "test/helpers/write-child.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    outfile: child,
+    logLevel: "silent",
+  });
+});
+
+after(() => {
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+type Op = "save" | "stream";
+
+function planOf(op: Op, seed: number) {
+  return op === "save" ? writePlan(seed, 1500, 600) : writePlan(seed, 12, 40_000);
+}
+
+const temps = (dir: string) => fs.readdirSync(dir).filter((name) => name.includes(TEMP));
+
+interface Outcome {
+  killed: boolean;
+  /** What the target held afterwards. */
+  target: "absent" | "old" | "new";
+  tempLeft: boolean;
+}
+
+/** One crash trial: returns what it saw after checking the invariants. */
+async function trial(op: Op, seed: number): Promise<Outcome> {
+  const dir = fs.mkdtempSync(path.join(root, `${op}-${seed}-`));
+  const target = path.join(dir, "model.safetensors");
+  const plan = planOf(op, seed);
+  const expected = serialize(plan.tensors, plan.metadata);
+  const old = seed % 3 === 0 ? null : serialize(planOf(op, seed + 1_000_000).tensors, { old: "yes" });
+  if (old) fs.writeFileSync(target, old);
+  // saveFile stops at ~6 points (create, 2 vectored writes, chmod, close, rename); the streaming writer at ~40.
+  const killAt = op === "save" ? (seed * 5) % 8 : (seed * 7) % 44;
+  const killAfterGo = seed % 2 === 1;
+
+  const proc = spawn(process.execPath, [child, op, target, String(seed)], {
+    env: { ...process.env, WRITE_CHILD_POINTS: "1" },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  proc.stdin.on("error", () => {}); // the child may be gone when we answer
+  let points = 0;
+  let stdout = "";
+  let stderr = "";
+  proc.stderr.on("data", (data: Buffer) => {
+    stderr += data;
+  });
+  proc.stdout.on("data", (data: Buffer) => {
+    for (const byte of data) {
+      if (byte !== POINT) {
+        stdout += String.fromCharCode(byte);
+        continue;
+      }
+      if (points++ === killAt) {
+        if (killAfterGo) proc.stdin.write("c");
+        proc.kill("SIGKILL");
+      } else {
+        proc.stdin.write("c");
+      }
+    }
+  });
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    proc.on("exit", (c, s) => resolve([c, s])),
+  );
+  const killed = signal === "SIGKILL";
+  if (!killed) assert.equal(code, 0, `child failed: ${stdout} ${stderr}`);
+
+  let seen: Outcome["target"] = "absent";
+  if (fs.existsSync(target)) {
+    const bytes = new Uint8Array(fs.readFileSync(target));
+    if (old && Buffer.compare(bytes, old) === 0) seen = "old";
+    else {
+      assert.deepEqual(bytes, expected, `seed ${seed}: the target is neither the old file nor the complete new one`);
+      using file = openFile(target, { backend: "pread" });
+      assert.equal(file.keys().length, plan.tensors.size);
+      seen = "new";
+    }
+  }
+  if (seen === "absent") assert.equal(old, null, `seed ${seed}: the old file disappeared`);
+  if (!killed) assert.equal(seen, "new", `seed ${seed}: the child finished but the target is ${seen}`);
+  const tempLeft = temps(dir).length > 0;
+  if (!killed) assert.equal(tempLeft, false);
+
+  // The next write to the same target cleans what the killed writer left.
+  saveFile(target, plan.tensors, plan.metadata);
+  assert.deepEqual(temps(dir), [], `seed ${seed}: a temporary file survived the next write`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { killed, target: seen, tempLeft };
+}
+
+async function trials(op: Op, seeds: number[], parallel = 4): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  for (let i = 0; i < seeds.length; i += parallel) {
+    outcomes.push(...(await Promise.all(seeds.slice(i, i + parallel).map((seed) => trial(op, seed)))));
+  }
+  return outcomes;
+}
+
+describe("SIGKILL at random points", () => {
+  for (const op of ["save", "stream"] as const) {
+    test(`${op === "save" ? "saveFile" : "streaming writer"}: 26 kills, the target is old/absent or complete`, async () => {
+      const seeds = Array.from({ length: 26 }, (_, i) => i + 1);
+      const outcomes = await trials(op, seeds);
+      const killedBeforeRename = outcomes.filter((o) => o.killed && o.target !== "new");
+      // The test must really interrupt writes: most trials die mid-write, leaving a temporary file behind.
+      assert.ok(killedBeforeRename.length >= 10, `only ${killedBeforeRename.length} trials died before the rename`);
+      assert.ok(
+        killedBeforeRename.some((o) => o.tempLeft),
+        "no trial left a temporary file: were the kills too late?",
+      );
+      assert.ok(
+        outcomes.some((o) => o.target === "new"),
+        "no trial completed",
+      );
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Faults
+
+function codeOf(fn: () => unknown): SafetensorErrorCode | "none" {
+  try {
+    fn();
+    return "none";
+  } catch (error) {
+    assert.ok(isSafetensorError(error), `not a SafetensorError: ${error}`);
+    return error.code;
+  }
+}
+
+const isRoot = process.getuid?.() === 0;
+
+/** Mount a tmpfs of `size` at a new directory (root only); null with the reason when that is not possible here. */
+function mountTmpfs(size: string): { dir: string; unmount: () => void } | string {
+  if (process.platform !== "linux") return "tmpfs mounts need Linux";
+  if (!isRoot) return "mounting a small tmpfs needs root";
+  const dir = fs.mkdtempSync(path.join(root, "tmpfs-"));
+  const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0755`, "tmpfs", dir], {
+    encoding: "utf8",
+  });
+  if (mounted.status !== 0) return `cannot mount a tmpfs here: ${(mounted.stderr || String(mounted.error)).trim()}`;
+  return {
+    dir,
+    unmount: () => {
+      spawnSync("umount", [dir]);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe("faults", () => {
+  test("a file size limit (RLIMIT_FSIZE, EFBIG) is DiskFull and leaves nothing behind", (t) => {
+    const prlimit = spawnSync("prlimit", ["--version"]);
+    if (prlimit.error) return t.skip("prlimit (util-linux) is not installed");
+    for (const op of ["save", "stream"] as const) {
+      const dir = fs.mkdtempSync(path.join(root, `fsize-${op}-`));
+      const target = path.join(dir, "model.safetensors");
+      fs.writeFileSync(target, "old");
+      // Both plans are several hundred KB; the limit lets the header and some tensors through.
+      const run = spawnSync("prlimit", ["--fsize=65536", process.execPath, child, op, target, "5"], {
+        encoding: "utf8",
+      });
+      assert.equal(run.stdout.trim(), "error DiskFull", `${op}: ${run.stdout} ${run.stderr}`);
+      assert.equal(run.status, 1);
+      assert.deepEqual(fs.readdirSync(dir), ["model.safetensors"]);
+      assert.equal(fs.readFileSync(target, "utf8"), "old");
+    }
+  });
+
+  test("a full file system (ENOSPC on a small tmpfs) is DiskFull and leaves nothing behind", (t) => {
+    const tmpfs = mountTmpfs("256k");
+    if (typeof tmpfs === "string") return t.skip(tmpfs);
+    try {
+      const target = path.join(tmpfs.dir, "model.safetensors");
+      fs.writeFileSync(target, "old");
+      const plan = planOf("save", 3);
+      assert.equal(
+        codeOf(() => saveFile(target, plan.tensors, plan.metadata)),
+        "DiskFull",
+      );
+      assert.deepEqual(fs.readdirSync(tmpfs.dir), ["model.safetensors"]);
+      const writer = createWriter(target, plan.tensors, plan.metadata);
+      const code = codeOf(() => {
+        for (const [name, tensor] of plan.tensors) writer.write(name, tensor.data);
+      });
+      assert.equal(code, "DiskFull");
+      assert.equal(writer.state, "aborted");
+      assert.deepEqual(fs.readdirSync(tmpfs.dir), ["model.safetensors"]);
+      assert.equal(fs.readFileSync(target, "utf8"), "old");
+    } finally {
+      tmpfs.unmount();
+    }
+  });
+
+  test("a read-only directory is NotWritable and leaves the old file", (t) => {
+    const plan = planOf("save", 4);
+    let dir: string;
+    let restore: () => void;
+    if (isRoot) {
+      // Root ignores permission bits: use a file system mounted read-only instead.
+      const tmpfs = mountTmpfs("1m");
+      if (typeof tmpfs === "string") return t.skip(`root, and ${tmpfs}`);
+      dir = tmpfs.dir;
+      fs.writeFileSync(path.join(dir, "model.safetensors"), "old");
+      const ro = spawnSync("mount", ["-o", "remount,ro", dir], { encoding: "utf8" });
+      if (ro.status !== 0) {
+        tmpfs.unmount();
+        return t.skip(`cannot remount read-only: ${ro.stderr.trim()}`);
+      }
+      restore = tmpfs.unmount;
+    } else {
+      dir = fs.mkdtempSync(path.join(root, "ro-"));
+      fs.writeFileSync(path.join(dir, "model.safetensors"), "old");
+      fs.chmodSync(dir, 0o555);
+      restore = () => fs.chmodSync(dir, 0o755);
+    }
+    try {
+      const target = path.join(dir, "model.safetensors");
+      assert.equal(
+        codeOf(() => saveFile(target, plan.tensors, plan.metadata)),
+        "NotWritable",
+      );
+      assert.equal(
+        codeOf(() => createWriter(target, plan.tensors, plan.metadata)),
+        "NotWritable",
+      );
+      assert.equal(
+        codeOf(() => saveFile(path.join(dir, "new.safetensors"), plan.tensors)),
+        "NotWritable",
+      );
+      assert.deepEqual(fs.readdirSync(dir), ["model.safetensors"]);
+      assert.equal(fs.readFileSync(target, "utf8"), "old");
+    } finally {
+      restore();
+    }
+  });
+});
