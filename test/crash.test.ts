@@ -2,7 +2,8 @@
  * Crash and fault tests of the writers.
  *
  * Crashes: a child process (test/helpers/write-child.ts, bundled to plain JS once so each child starts in tens of
- * milliseconds) writes a file with `saveFile` or the streaming writer and stops before each of its file-system calls
+ * milliseconds) writes a file with `saveFile`, the streaming writer or `saveSharded` (a checkpoint directory: each
+ * file must be old or new, the directory as a whole may mix them, as huggingface_hub's saves do) and stops before each of its file-system calls
  * until the parent answers; the parent SIGKILLs it at a point chosen by the seed, either while it waits there or just
  * after letting it go on (the kill then lands inside the next call). Whatever the point, the target must be absent
  * or its old bytes, or the complete new file; and the next write to the same target must leave no temporary file.
@@ -23,10 +24,11 @@ import {
   openFile,
   type SafetensorErrorCode,
   saveFile,
+  saveSharded,
   serialize,
 } from "../src/node.js";
 import { repoRoot } from "./helpers/corpus.js";
-import { writePlan } from "./helpers/write-plans.js";
+import { SHARD_SIZE, writePlan } from "./helpers/write-plans.js";
 
 const POINT = 0x01;
 const TEMP = ".safetensors-tmp-";
@@ -34,8 +36,21 @@ const TEMP = ".safetensors-tmp-";
 let root = "";
 let child = "";
 
+/**
+ * /dev/shm when it is a writable tmpfs: a SIGKILL leaves the kernel's view of the files intact on any file system, so
+ * the trials need no disk, and on a busy machine the disk's writeback throttling made them ten times slower.
+ */
+function memoryBacked(): string | null {
+  try {
+    fs.accessSync("/dev/shm", fs.constants.W_OK);
+    return fs.statSync("/dev/shm").isDirectory() ? "/dev/shm" : null;
+  } catch {
+    return null;
+  }
+}
+
 before(async () => {
-  root = fs.mkdtempSync(path.join(os.tmpdir(), "st-crash-"));
+  root = fs.mkdtempSync(path.join(memoryBacked() ?? os.tmpdir(), "st-crash-"));
   // The bundle sits two levels below `root`, next to a link to build/: the addon loaders find build/Release there.
   fs.symlinkSync(path.join(repoRoot, "build"), path.join(root, "build"));
   child = path.join(root, "bin", "child", "write-child.mjs");
@@ -64,9 +79,41 @@ const temps = (dir: string) => fs.readdirSync(dir).filter((name) => name.include
 
 interface Outcome {
   killed: boolean;
-  /** What the target held afterwards. */
-  target: "absent" | "old" | "new";
+  /** What the target held afterwards ("mixed": a checkpoint directory with some files old, some new). */
+  target: "absent" | "old" | "new" | "mixed";
   tempLeft: boolean;
+}
+
+/**
+ * Run the child on `op`, SIGKILLing it before its `killAt`-th file-system call: while it waits there, or
+ * (`killAfterGo`) right after letting it go on, so that the kill lands inside that call or soon after.
+ */
+async function runChild(op: Op | "sharded", target: string, seed: number, killAt: number, killAfterGo: boolean) {
+  const proc = spawn(process.execPath, [child, op, target, String(seed)], {
+    env: { ...process.env, WRITE_CHILD_STOP_AT: String(killAt) },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  proc.stdin.on("error", () => {}); // the child may be gone when we answer
+  let stdout = "";
+  let stderr = "";
+  proc.stderr.on("data", (data: Buffer) => {
+    stderr += data;
+  });
+  proc.stdout.on("data", (data: Buffer) => {
+    for (const byte of data) {
+      if (byte !== POINT) {
+        stdout += String.fromCharCode(byte);
+        continue;
+      }
+      // The child waits before its killAt-th call.
+      if (killAfterGo) proc.stdin.write("c");
+      proc.kill("SIGKILL");
+    }
+  });
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    proc.on("exit", (c, s) => resolve([c, s])),
+  );
+  return { killed: signal === "SIGKILL", code, stdout, stderr };
 }
 
 /** One crash trial: returns what it saw after checking the invariants. */
@@ -79,37 +126,8 @@ async function trial(op: Op, seed: number): Promise<Outcome> {
   if (old) fs.writeFileSync(target, old);
   // saveFile stops at ~6 points (create, 2 vectored writes, chmod, close, rename); the streaming writer at ~40.
   const killAt = op === "save" ? (seed * 5) % 8 : (seed * 7) % 44;
-  const killAfterGo = seed % 2 === 1;
 
-  const proc = spawn(process.execPath, [child, op, target, String(seed)], {
-    env: { ...process.env, WRITE_CHILD_POINTS: "1" },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  proc.stdin.on("error", () => {}); // the child may be gone when we answer
-  let points = 0;
-  let stdout = "";
-  let stderr = "";
-  proc.stderr.on("data", (data: Buffer) => {
-    stderr += data;
-  });
-  proc.stdout.on("data", (data: Buffer) => {
-    for (const byte of data) {
-      if (byte !== POINT) {
-        stdout += String.fromCharCode(byte);
-        continue;
-      }
-      if (points++ === killAt) {
-        if (killAfterGo) proc.stdin.write("c");
-        proc.kill("SIGKILL");
-      } else {
-        proc.stdin.write("c");
-      }
-    }
-  });
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    proc.on("exit", (c, s) => resolve([c, s])),
-  );
-  const killed = signal === "SIGKILL";
+  const { killed, code, stdout, stderr } = await runChild(op, target, seed, killAt, seed % 2 === 1);
   if (!killed) assert.equal(code, 0, `child failed: ${stdout} ${stderr}`);
 
   let seen: Outcome["target"] = "absent";
@@ -135,22 +153,76 @@ async function trial(op: Op, seed: number): Promise<Outcome> {
   return { killed, target: seen, tempLeft };
 }
 
-async function trials(op: Op, seeds: number[], parallel = 4): Promise<Outcome[]> {
+/** The files of a directory (not temporary ones) and their bytes. */
+function snapshot(dir: string): Map<string, Buffer> {
+  const files = new Map<string, Buffer>();
+  for (const name of fs.readdirSync(dir).sort()) {
+    if (!name.includes(TEMP)) files.set(name, fs.readFileSync(path.join(dir, name)));
+  }
+  return files;
+}
+
+function sameFiles(a: ReadonlyMap<string, Buffer>, b: ReadonlyMap<string, Buffer>): boolean {
+  return a.size === b.size && [...a].every(([name, bytes]) => b.get(name)?.equals(bytes) === true);
+}
+
+/**
+ * A crash trial of saveSharded over a checkpoint directory (with an older checkpoint of another shard count in it,
+ * for two seeds in three): every shard and index file is, byte for byte, the old file of that name or the new one.
+ */
+async function shardedTrial(seed: number): Promise<Outcome> {
+  const dir = fs.mkdtempSync(path.join(root, `sharded-${seed}-`));
+  const target = path.join(dir, "checkpoint");
+  const plan = writePlan(seed, 300, 3000);
+  const save = (into: string, p: typeof plan) =>
+    saveSharded(into, p.tensors, { maxShardSize: SHARD_SIZE, metadata: p.metadata });
+  save(path.join(dir, "expected"), plan);
+  const expected = snapshot(path.join(dir, "expected"));
+  assert.ok(expected.size >= 4, `only ${expected.size} files: the plan should make several shards`);
+  let old = new Map<string, Buffer>();
+  if (seed % 3 !== 0) {
+    save(target, writePlan(seed + 1_000_000, 150 + (seed % 5) * 60, 3000));
+    old = snapshot(target);
+  }
+  const { killed, code, stdout, stderr } = await runChild("sharded", target, seed, (seed * 7) % 36, seed % 2 === 1);
+  if (!killed) assert.equal(code, 0, `child failed: ${stdout} ${stderr}`);
+  const after = fs.existsSync(target) ? snapshot(target) : new Map<string, Buffer>();
+  for (const [name, bytes] of after) {
+    const whole = old.get(name)?.equals(bytes) || expected.get(name)?.equals(bytes);
+    assert.ok(whole, `seed ${seed}: ${name} is neither its old bytes nor its new ones`);
+  }
+  const seen: Outcome["target"] =
+    after.size === 0 ? "absent" : sameFiles(after, expected) ? "new" : sameFiles(after, old) ? "old" : "mixed";
+  if (!killed) assert.equal(seen, "new", `seed ${seed}: the child finished but the directory is ${seen}`);
+  const tempLeft = fs.existsSync(target) && temps(target).length > 0;
+  save(target, plan);
+  assert.deepEqual(temps(target), [], `seed ${seed}: a temporary file survived the next save`);
+  assert.ok(sameFiles(snapshot(target), expected));
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { killed, target: seen, tempLeft };
+}
+
+async function trials(op: Op | "sharded", seeds: number[], parallel = 4): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
+  const one = (seed: number) => (op === "sharded" ? shardedTrial(seed) : trial(op, seed));
   for (let i = 0; i < seeds.length; i += parallel) {
-    outcomes.push(...(await Promise.all(seeds.slice(i, i + parallel).map((seed) => trial(op, seed)))));
+    outcomes.push(...(await Promise.all(seeds.slice(i, i + parallel).map(one))));
   }
   return outcomes;
 }
 
+/** Per writer: 3 x 18 = 54 trials (each a process start, ~0.1 s of CPU). */
+const TRIALS = 18;
+
 describe("SIGKILL at random points", () => {
-  for (const op of ["save", "stream"] as const) {
-    test(`${op === "save" ? "saveFile" : "streaming writer"}: 26 kills, the target is old/absent or complete`, async () => {
-      const seeds = Array.from({ length: 26 }, (_, i) => i + 1);
+  const label = { save: "saveFile", stream: "streaming writer", sharded: "saveSharded" };
+  for (const op of ["save", "stream", "sharded"] as const) {
+    test(`${label[op]}: ${TRIALS} kills, every file is old/absent or complete`, async () => {
+      const seeds = Array.from({ length: TRIALS }, (_, i) => i + 1);
       const outcomes = await trials(op, seeds);
       const killedBeforeRename = outcomes.filter((o) => o.killed && o.target !== "new");
-      // The test must really interrupt writes: most trials die mid-write, leaving a temporary file behind.
-      assert.ok(killedBeforeRename.length >= 10, `only ${killedBeforeRename.length} trials died before the rename`);
+      // The test must really interrupt writes: many trials die mid-write, leaving a temporary file behind.
+      assert.ok(killedBeforeRename.length >= TRIALS / 3, `only ${killedBeforeRename.length} trials died mid-write`);
       assert.ok(
         killedBeforeRename.some((o) => o.tempLeft),
         "no trial left a temporary file: were the kills too late?",

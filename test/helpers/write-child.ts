@@ -2,26 +2,39 @@
  * The writing process of the crash and fault tests (run bundled, as plain JS: see crash.test.ts).
  *
  *   write-child OP TARGET SEED     OP: save (saveFile) | stream (the streaming writer, chunks in a shuffled order)
+ *                                  | sharded (saveSharded into the directory TARGET, several shards and an index)
  *
- * With WRITE_CHILD_POINTS=1, before every file-system call of the write (creating, writing, chmod, fsync, close,
- * rename) it prints the byte 0x01 and blocks until the parent sends one byte back, so the parent can SIGKILL it at an
- * exact point. Prints `done` when the write returned, or `error CODE` (exit 1) when it threw.
+ * With WRITE_CHILD_STOP_AT=K it counts the file-system calls of the write (creating, writing, chmod, fsync, close,
+ * rename, unlink) and, before the K-th (from 0), prints the byte 0x01 and blocks until the parent sends one byte
+ * back, so the parent can SIGKILL it at that exact point. Prints `done` when the write returned, or `error CODE`
+ * (exit 1) when it threw.
  */
 import fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
-import { createWriter, isSafetensorError, saveFile } from "../../src/node.js";
-import { writePlan } from "./write-plans.js";
+import { createWriter, isSafetensorError, saveFile, saveSharded } from "../../src/node.js";
+import { SHARD_SIZE, writePlan } from "./write-plans.js";
 
 const POINT = 0x01;
 
-const HOOKED = ["openSync", "writeSync", "writevSync", "fchmodSync", "fsyncSync", "closeSync", "renameSync"] as const;
+const HOOKED = [
+  "openSync",
+  "writeSync",
+  "writevSync",
+  "fchmodSync",
+  "fsyncSync",
+  "closeSync",
+  "renameSync",
+  "unlinkSync",
+] as const;
 
-function installPoints(): void {
+function installStop(stopAt: number): void {
   const original = Object.fromEntries(HOOKED.map((name) => [name, fs[name]])) as Record<string, unknown>;
   const writeSync = fs.writeSync;
   const readSync = fs.readSync;
   const reply = new Uint8Array(1);
+  let calls = 0;
   const point = () => {
+    if (calls++ !== stopAt) return;
     writeSync(1, new Uint8Array([POINT]));
     if (readSync(0, reply, 0, 1, null) === 0) process.exit(3);
   };
@@ -41,7 +54,8 @@ function installPoints(): void {
 async function main(): Promise<void> {
   const [op, target, seedText] = process.argv.slice(2);
   const seed = Number(seedText);
-  if (process.env.WRITE_CHILD_POINTS === "1") installPoints();
+  const stopAt = process.env.WRITE_CHILD_STOP_AT;
+  if (stopAt !== undefined) installStop(Number(stopAt));
   if (op === "save") {
     const plan = writePlan(seed, 1500, 600);
     saveFile(target!, plan.tensors, plan.metadata);
@@ -65,6 +79,9 @@ async function main(): Promise<void> {
       else writer.write(name, bytes, at);
     }
     writer.commit();
+  } else if (op === "sharded") {
+    const plan = writePlan(seed, 300, 3000);
+    saveSharded(target!, plan.tensors, { maxShardSize: SHARD_SIZE, metadata: plan.metadata });
   } else {
     throw new Error(`unknown op ${op}`);
   }

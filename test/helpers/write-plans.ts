@@ -29,3 +29,6 @@ export function writePlan(seed: number, count: number, maxBytes: number): WriteP
   }
   return { tensors, metadata: { seed: String(seed), format: "pt" } };
 }
+
+/** maxShardSize of the sharded crash trials: ~450 KB of tensors in about five shards. */
+export const SHARD_SIZE = "100KB";
