@@ -130,6 +130,7 @@ describe("bench figure registry", () => {
       load_views: 5,
       touch_all: 3,
       load_all: 1.2,
+      save_all: 0.77,
       tensor_view_32mib: 2,
       tensor_owned_32mib: 2,
       slice_8_rows_inprocess: 1,

@@ -11,6 +11,7 @@ import loadAll from "./load-all.js";
 import loadViews from "./load-views.js";
 import open from "./open.js";
 import openWarm from "./open-warm.js";
+import saveAll from "./save-all.js";
 import { slice8Rows, slice8RowsInProcess } from "./slice-8-rows.js";
 import tensorOwned32Mib from "./tensor-owned-32mib.js";
 import tensorView32Mib from "./tensor-view-32mib.js";
@@ -24,6 +25,7 @@ export const FIGURES: readonly Figure[] = [
   loadViews,
   touchAll,
   loadAll,
+  saveAll,
   tensorView32Mib,
   tensorOwned32Mib,
   slice8Rows,

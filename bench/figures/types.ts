@@ -75,6 +75,8 @@ export interface PythonSide {
 export interface Goal {
   /** Minimum reference median / ours median on the "auto" row. */
   ratio: number;
+  /** Compare with this `referenceExtras` line instead of the reference (e.g. `cp` of the same bytes). */
+  against?: string;
   /** Maximum RSS growth of our side, MiB. */
   rssMaxMib?: number;
 }

@@ -15,9 +15,11 @@ export function acceptance(results: readonly FigureResult[]): Check[] {
   for (const r of results) {
     const goal = r.figure.goal;
     if (!goal) continue;
-    const name = `ratio ≥ ${goal.ratio}×${goal.rssMaxMib === undefined ? "" : `, RSS growth ≤ ${goal.rssMaxMib} MiB`}`;
+    const vs = goal.against === undefined ? "" : ` (${goal.against}/ours)`;
+    const name = `ratio${vs} ≥ ${Number(goal.ratio.toFixed(2))}×${goal.rssMaxMib === undefined ? "" : `, RSS growth ≤ ${goal.rssMaxMib} MiB`}`;
     const ours = r.ours.auto;
-    const ref = r.reference;
+    const ref = goal.against === undefined ? r.reference : r.extras[goal.against];
+    const refName = goal.against ?? "reference";
     const push = (status: Check["status"], detail: string) =>
       checks.push({ figure: r.figure.name, goal: name, status, detail });
     // Ours crashing is a failed check; a side not measurable here (missing API, no reference) is N/A.
@@ -35,13 +37,13 @@ export function acceptance(results: readonly FigureResult[]): Check[] {
     if (x === null) {
       push(
         rssOk ? "N/A" : "FAIL",
-        `ours ${fmtMs(ours.medianMs)} ms${rssText}; reference ${ref.status}: ${ref.reason ?? ""}`,
+        `ours ${fmtMs(ours.medianMs)} ms${rssText}; ${refName} ${ref?.status ?? "not measured"}: ${ref?.reason ?? ""}`,
       );
       continue;
     }
     push(
       x >= goal.ratio && rssOk ? "PASS" : "FAIL",
-      `ours ${fmtMs(ours.medianMs)} ms vs reference ${fmtMs(ref.medianMs)} ms = ${fmtRatio(x)}${rssText}`,
+      `ours ${fmtMs(ours.medianMs)} ms vs ${refName} ${fmtMs(ref?.medianMs)} ms = ${fmtRatio(x)}${rssText}`,
     );
   }
   return checks;
