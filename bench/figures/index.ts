@@ -5,6 +5,7 @@
  */
 import cliHash from "./cli-hash.js";
 import cliInspect from "./cli-inspect.js";
+import { cliMerge, cliShard } from "./cli-shard.js";
 import convertPickle from "./convert-pickle.js";
 import importTime from "./import.js";
 import loadAll from "./load-all.js";
@@ -33,6 +34,8 @@ export const FIGURES: readonly Figure[] = [
   cliInspect,
   cliHash,
   convertPickle,
+  cliShard,
+  cliMerge,
 ];
 
 export function figureNamed(name: string): Figure | undefined {

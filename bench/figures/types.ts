@@ -55,6 +55,8 @@ export interface ProcessContext {
   python: string;
   path: string;
   pt: string | null;
+  /** The figure's scratch directory (emptied before the figure), for commands that write files. */
+  scratch: string;
 }
 
 export interface ProcessSide {

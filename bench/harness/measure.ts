@@ -68,6 +68,7 @@ function sidesOf(figure: Figure, env: MeasureEnv): { sides: Map<string, Side>; s
     python: reference.python,
     path: files.checkpoint,
     pt: files.pt,
+    scratch: files.scratch,
   };
   for (const backend of figure.backends ?? BACKENDS) {
     const label = `ours ${figure.name} ${backend}`;
