@@ -136,6 +136,8 @@ describe("bench figure registry", () => {
       slice_8_rows_inprocess: 1,
       cli_inspect: 1.2,
       convert_pickle: 1,
+      cli_shard: 1,
+      cli_merge: 1,
     });
     for (const name of ["import", "slice_8_rows", "cli_hash"]) assert.ok(names.includes(name), name);
   });
