@@ -535,7 +535,9 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
   if (c === 0x7b) {
     const seen = new Set<string>();
     cursor.object((key) => {
-      if (key !== "dtype" && key !== "shape" && key !== "data_offsets") {
+      // Once the entry has failed, its first error stands: the rest is only checked for syntax (7 M repeated fields
+      // would otherwise each be decoded and looked up).
+      if (failed || (key !== "dtype" && key !== "shape" && key !== "data_offsets")) {
         cursor.skipValue();
         return;
       }
