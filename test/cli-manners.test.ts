@@ -208,6 +208,42 @@ describe("standard input", () => {
     assert.match(String(pickle.stderr), /^error\[NotSafetensors\]: standard input is a PyTorch checkpoint/);
   });
 
+  test("a pipe is streamed: the same verdicts as the file's, at every length", () => {
+    // A 3 MiB data region: more than one read from the pipe, tensors spanning reads, an empty tensor at the end.
+    const file = write("stream.safetensors", "");
+    saveFile(file, {
+      big: Tensor.fromTypedArray(
+        "F32",
+        [768, 1024],
+        Float32Array.from({ length: 768 * 1024 }, (_, i) => i % 977),
+      ),
+      small: Tensor.fromFloat32("BF16", [3], [1, 2, 3]),
+      empty: new Tensor("F16", [0], new Uint8Array(0)),
+    });
+    const whole = new Uint8Array(fs.readFileSync(file));
+    const hash = cliProcessSync(["hash", "--json", "-"], { input: whole });
+    assert.equal(hash.status, 0, String(hash.stderr));
+    const fromFile = JSON.parse(String(cliProcessSync(["hash", "--json", file], { input: new Uint8Array(0) }).stdout));
+    assert.deepEqual(JSON.parse(String(hash.stdout)), fromFile);
+    assert.equal(fromFile.file_sha256, sha256(whole));
+    const headerEnd = 8 + Number(Buffer.from(whole).readBigUInt64LE(0));
+    for (const [label, bytes] of [
+      ["truncated in the data", whole.subarray(0, whole.length - 5)],
+      ["one trailing byte", Buffer.concat([whole, Buffer.from([0])])],
+      ["truncated in the header", whole.subarray(0, headerEnd - 3)],
+      ["only the prefix", whole.subarray(0, 8)],
+    ] as const) {
+      const expected = cliProcessSync(["validate", write("cut.safetensors", bytes)], { input: new Uint8Array(0) });
+      for (const command of ["validate", "inspect", "hash"]) {
+        const run = cliProcessSync([command, "-"], { input: bytes });
+        assert.equal(run.status, 1, `${label}: ${command}`);
+        const code = (text: string) => /^error\[(\w+)\]/.exec(text)?.[1];
+        assert.equal(code(String(run.stderr)), code(String(expected.stderr)), `${label}: ${command}: ${run.stderr}`);
+        assert.match(String(run.stderr), /^error\[(MetadataIncompleteBuffer|InvalidHeaderLength)\]/, label);
+      }
+    }
+  });
+
   test('"-" twice is a usage error', async () => {
     assert.equal((await cli("hash", "-", "-")).code, 2);
     assert.equal((await cli("validate", "-", "-")).code, 2);

@@ -3,10 +3,11 @@ import { createHash, type Hash } from "node:crypto";
 import * as fs from "node:fs";
 import type { AsyncSafetensorsFile } from "../async-file.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
+import type { Header, TensorInfo } from "../format/header.js";
 import type { Backend, SafetensorsFile } from "../node.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
-import { openBytes, openInput, readStdin, stdinAsPath } from "./input.js";
+import { openInput, stdinAsPath, streamStdin } from "./input.js";
 import type { Io } from "./io.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { expandSharded } from "./sharded.js";
@@ -62,38 +63,69 @@ async function hashInput(name: string, backend: Backend | undefined): Promise<Di
   if (name !== "-") return hashPath(name, name, backend);
   const inPlace = stdinAsPath();
   if (inPlace !== undefined) return hashPath(name, inPlace, backend);
-  // A pipe: its length (which the header check needs) is only known at its end, so it is read into memory.
-  const bytes = readStdin();
-  using file = openBytes(name, bytes);
-  return digestsOf(name, file, (offset, length, sinks) => {
-    for (const sink of sinks) sink.update(bytes.subarray(offset, offset + length));
+  // A pipe: streamed, in memory the size of its header.
+  let hasher: StreamHasher | undefined;
+  streamStdin({
+    start: (header, headerBytes) => {
+      hasher = new StreamHasher(header, headerBytes);
+    },
+    data: (chunk) => hasher!.update(chunk),
   });
+  return hasher!.digests(name);
 }
 
 /** Remote reads of this size, a few in flight ahead of the hashing: bounded memory, the link kept busy. */
 const REMOTE_CHUNK = 8 << 20;
 const REMOTE_AHEAD = 4;
 
+/**
+ * The digests of a file whose bytes arrive in order: the prefix and header, then the data region in chunks of any
+ * size. Tensors tile the data region in offset order, so each byte goes to the whole file's hash and its tensor's.
+ */
+class StreamHasher {
+  readonly #whole = createHash("sha256");
+  readonly #tensors = new Map<string, string>();
+  readonly #infos: TensorInfo[];
+  #current = 0;
+  #at = 0;
+  #hash = createHash("sha256");
+
+  constructor(header: Header, headerBytes: Uint8Array) {
+    const prefix = new Uint8Array(8);
+    new DataView(prefix.buffer).setBigUint64(0, BigInt(header.headerLength), true);
+    this.#whole.update(prefix);
+    this.#whole.update(headerBytes);
+    this.#infos = [...header.tensors.values()];
+    this.#finishEnded();
+  }
+
+  #finishEnded(): void {
+    while (this.#current < this.#infos.length && this.#infos[this.#current]!.dataOffsets[1] === this.#at) {
+      this.#tensors.set(this.#infos[this.#current]!.name, this.#hash.digest("hex"));
+      this.#hash = createHash("sha256");
+      this.#current++;
+    }
+  }
+
+  update(bytes: Uint8Array): void {
+    this.#whole.update(bytes);
+    for (let i = 0; i < bytes.length; ) {
+      const take = Math.min(bytes.length - i, this.#infos[this.#current]!.dataOffsets[1] - this.#at);
+      this.#hash.update(bytes.subarray(i, i + take));
+      i += take;
+      this.#at += take;
+      this.#finishEnded();
+    }
+  }
+
+  digests(label: string): Digests {
+    return { file: label, sha256: this.#whole.digest("hex"), tensors: this.#tensors };
+  }
+}
+
 async function hashRemote(label: string, file: AsyncSafetensorsFile): Promise<Digests> {
   const { header } = file;
-  const fileHash = createHash("sha256");
-  const prefix = new Uint8Array(8);
-  new DataView(prefix.buffer).setBigUint64(0, BigInt(header.headerLength), true);
-  fileHash.update(prefix);
-  fileHash.update(await file.readRange(8, header.headerLength));
-  const infos = [...header.tensors.values()];
-  const tensors = new Map<string, string>();
-  // Tensors tile the data region in offset order: walk it in chunks, handing each byte to its tensor.
-  let current = 0;
-  let tensorHash = createHash("sha256");
-  const finishEmpty = (at: number) => {
-    while (current < infos.length && infos[current]!.dataOffsets[1] === at) {
-      tensors.set(infos[current]!.name, tensorHash.digest("hex"));
-      tensorHash = createHash("sha256");
-      current++;
-    }
-  };
-  finishEmpty(0);
+  const hasher = new StreamHasher(header, await file.readRange(8, header.headerLength));
   const chunkStarts: number[] = [];
   for (let at = 0; at < header.dataLength; at += REMOTE_CHUNK) chunkStarts.push(at);
   const fetch = (start: number) => {
@@ -106,16 +138,9 @@ async function hashRemote(label: string, file: AsyncSafetensorsFile): Promise<Di
   for (let k = 0; k < chunkStarts.length; k++) {
     const bytes = await pending.shift()!;
     if (k + REMOTE_AHEAD < chunkStarts.length) pending.push(fetch(chunkStarts[k + REMOTE_AHEAD]!));
-    fileHash.update(bytes);
-    const start = chunkStarts[k]!;
-    for (let at = start; at < start + bytes.length; ) {
-      const end = Math.min(infos[current]!.dataOffsets[1], start + bytes.length);
-      tensorHash.update(bytes.subarray(at - start, end - start));
-      at = end;
-      finishEmpty(at);
-    }
+    hasher.update(bytes);
   }
-  return { file: label, sha256: fileHash.digest("hex"), tensors };
+  return hasher.digests(label);
 }
 
 /**
@@ -180,7 +205,7 @@ async function run(
 export const command = defineCommand({
   usage: "hash FILE|URL... [--tensors] [--json]",
   description: `SHA-256 of each file, and of each tensor's bytes, in one pass over the file (tensors tile the data region).
-"-" reads standard input (streamed when it is a redirected file; a pipe is read into memory); a URL (http(s)://,
+"-" reads standard input (a redirected file in place; a pipe streamed, in memory the size of its header); a URL (http(s)://,
 hf://, s3://) is streamed with a few reads in flight.
 
 Text output is sha256sum's: "DIGEST  FILE" per file, names with a backslash or newline escaped as sha256sum does,

@@ -2,7 +2,7 @@
 import type { Header } from "../format/header.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
-import { openInput } from "./input.js";
+import { inputHeader } from "./input.js";
 import { formatInspect, inspectJson } from "./inspect-format.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { inspectSharded, isShardedTarget } from "./sharded.js";
@@ -29,7 +29,6 @@ s3://BUCKET/KEY — usually with one request). "-" reads standard input.
     };
     if (isRemoteLocation(path)) return withRemote(path, async (file) => print(file));
     if (isShardedTarget(path)) return inspectSharded(path, values.json === true, values.verbose === true, backend, io);
-    using file = openInput(path, backend ?? "auto");
-    return print(file);
+    return print(inputHeader(path, backend ?? "auto"));
   },
 });

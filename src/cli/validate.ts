@@ -2,7 +2,7 @@
 import { isSafetensorError, type SafetensorError } from "../format/errors.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
-import { openInput } from "./input.js";
+import { inputHeader } from "./input.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { isShardedTarget, openShardedInput } from "./sharded.js";
 
@@ -39,7 +39,7 @@ Exit status 1 when any file is invalid.`,
       try {
         if (isRemoteLocation(file)) await withRemote(file, async () => {});
         else if (isShardedTarget(file)) openShardedInput(file, backend, io).close();
-        else openInput(file, backend ?? "auto").close();
+        else inputHeader(file, backend ?? "auto");
       } catch (error) {
         if (!isSafetensorError(error)) throw error;
         failure = error;
