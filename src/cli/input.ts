@@ -143,15 +143,6 @@ function listSafetensors(dir: string): string[] {
   }
 }
 
-function shardsOfIndex(file: string): string[] {
-  try {
-    const index = JSON.parse(fs.readFileSync(file, "utf8")) as { weight_map?: Record<string, string> };
-    return [...new Set(Object.values(index.weight_map ?? {}))].sort();
-  } catch {
-    return [];
-  }
-}
-
 const some = (names: string[]) =>
   names.length <= 3 ? names.join(", ") : `${names.slice(0, 3).join(", ")} and ${names.length - 3} more`;
 
@@ -172,10 +163,9 @@ function advice(file: string, found: Sniffed): string {
         ? "it holds no .safetensors file"
         : `give one of its ${files.length} .safetensors files (${some(files)})`;
     }
-    case "json-index": {
-      const shards = file === "-" ? [] : shardsOfIndex(file);
-      return shards.length === 0 ? "give one of its shard files" : `give one of its shards: ${some(shards)}`;
-    }
+    case "json-index":
+      // Only reached for an index that is not a *.index.json path (those are read as sharded checkpoints).
+      return "inspect, validate, hash and get read a sharded checkpoint from its directory or its *.index.json path";
     case "git-lfs-pointer":
       return "fetch the real file (git lfs pull in its repository), or download it again";
     case "html":
