@@ -175,8 +175,8 @@ export function saveFile(
 }
 
 /**
- * Runs the open path over a small built-in header when the module loads, so that V8 compiles it (and its regular
- * expressions) then rather than inside the first `openFile`: lazy compilation and cold inline caches made a first
+ * Runs the open path over a small built-in header when the module loads, so that V8 compiles it then rather than
+ * inside the first `openFile`: lazy compilation and cold inline caches made a first
  * open several times slower than the next ones. The native scanner and the open-and-read call are exercised too
  * (the first call of each paid for symbol binding and page faults of the addon's code). Counted in import time.
  */

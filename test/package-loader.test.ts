@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
-import { ADDON_SHAPE, loadNative, nativeStatus } from "../src/io/native.js";
+import { ADDON_SHAPE, loadNative, NATIVE_INTERFACE_VERSION, nativeStatus } from "../src/io/native.js";
 import { type AddonCandidate, addonCandidates, findPrebuild, loadFirst } from "../src/io/native-load.js";
 
 const dir = mkdtempSync(join(tmpdir(), "st-loader-"));
@@ -66,6 +66,36 @@ describe("addon loader", () => {
     const result = loadFirst<object>([{ origin: "build", path }], ADDON_SHAPE);
     assert.equal(result.addon, null);
     assert.match(result.rejected[0]!, /prefault is a number, not a function/);
+  });
+
+  test("a module with every member but another interface version (a stale build) is refused", () => {
+    const path = join(dir, "stale.cjs");
+    writeFileSync(
+      path,
+      `module.exports = { ...require(${JSON.stringify(fakeAddon("base-stale", ALL).path)}), interfaceVersion: 1 };`,
+    );
+    const current = join(dir, "current.cjs");
+    writeFileSync(
+      current,
+      `module.exports = { ...require(${JSON.stringify(fakeAddon("base-current", ALL).path)}), interfaceVersion: ${NATIVE_INTERFACE_VERSION} };`,
+    );
+    const versions = { interfaceVersion: NATIVE_INTERFACE_VERSION };
+    const result = loadFirst<object>(
+      [
+        { origin: "build", path },
+        { origin: "build", path: current },
+      ],
+      ADDON_SHAPE,
+      versions,
+    );
+    assert.match(result.rejected[0]!, new RegExp(`interfaceVersion is 1, not ${NATIVE_INTERFACE_VERSION}`));
+    assert.equal(result.loaded?.path, current);
+  });
+
+  test("the addon built here has the interface version the code calls", {
+    skip: loadNative() ? false : "native addon not built",
+  }, () => {
+    assert.equal(loadNative()!.interfaceVersion, NATIVE_INTERFACE_VERSION);
   });
 
   test("the next candidate is tried after a partial one, a broken one and a missing one", () => {

@@ -10,7 +10,7 @@ import { describe, test } from "node:test";
 import fc from "fast-check";
 import { type Header, parseHeader } from "../src/format/header.js";
 import { headerFromScan } from "../src/format/scanned.js";
-import { nativeHeaderScanner } from "../src/io/native.js";
+import { NATIVE_SCAN_MAX_HEADER_BYTES, nativeHeaderScanner } from "../src/io/native.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
 
 const scan = nativeHeaderScanner();
@@ -112,6 +112,13 @@ describe("native header scanner", { skip: scan ? false : "native addon not built
     ] as const) {
       check(text, dataLength, false);
     }
+  });
+
+  test("headers over the scanner's limit go to the full reader", () => {
+    const members = Array.from({ length: 30000 }, (_, i) => `"tensor.${i}":${entry(i * 4, i * 4 + 4)}`);
+    const bytes = encoder.encode(`{${members.join(",")}}`);
+    assert.ok(bytes.length > NATIVE_SCAN_MAX_HEADER_BYTES);
+    assert.equal(scan!(bytes), null);
   });
 
   test("the reused record buffer grows for large headers", () => {

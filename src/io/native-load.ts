@@ -115,8 +115,12 @@ export function addonCandidates(
   return { candidates, rejected };
 }
 
-/** What is wrong with a loaded module: the members of `shape` it lacks or has with another type; "" if none. */
-function shapeProblem(module: unknown, shape: AddonShape): string {
+/**
+ * What is wrong with a loaded module: the members of `shape` it lacks or has with another type, and the numbers of
+ * `versions` it has with another value (an addon whose functions kept their names but changed their arguments); ""
+ * if none.
+ */
+function shapeProblem(module: unknown, shape: AddonShape, versions: Readonly<Record<string, number>>): string {
   if (typeof module !== "object" || module === null) return `exports ${typeof module}, not an object`;
   const record = module as Record<string, unknown>;
   const missing: string[] = [];
@@ -126,14 +130,22 @@ function shapeProblem(module: unknown, shape: AddonShape): string {
     if (actual === "undefined") missing.push(name);
     else if (actual !== kind) mistyped.push(`${name} is a ${actual}, not a ${kind}`);
   }
+  for (const [name, wanted] of Object.entries(versions)) {
+    const actual = record[name];
+    if (typeof actual === "number" && actual !== wanted) mistyped.push(`${name} is ${actual}, not ${wanted}`);
+  }
   const parts = [];
   if (missing.length > 0) parts.push(`lacks ${missing.join(", ")}`);
   if (mistyped.length > 0) parts.push(mistyped.join(", "));
   return parts.length > 0 ? `${parts.join("; ")} (stale or partial build)` : "";
 }
 
-/** Load the first candidate that loads and has every member of `shape`. Never throws. */
-export function loadFirst<T>(candidates: readonly AddonCandidate[], shape: AddonShape): AddonLoad<T> {
+/** Load the first candidate that loads, has every member of `shape` and the `versions` asked for. Never throws. */
+export function loadFirst<T>(
+  candidates: readonly AddonCandidate[],
+  shape: AddonShape,
+  versions: Readonly<Record<string, number>> = {},
+): AddonLoad<T> {
   const rejected: string[] = [];
   for (const candidate of candidates) {
     let module: unknown;
@@ -148,7 +160,7 @@ export function loadFirst<T>(candidates: readonly AddonCandidate[], shape: Addon
       );
       continue;
     }
-    const problem = shapeProblem(module, shape);
+    const problem = shapeProblem(module, shape, versions);
     if (problem) {
       rejected.push(`${candidate.path}: ${problem}`);
       continue;

@@ -74,6 +74,8 @@ export interface NativeAddon {
   readonly pageSize: number;
   readonly hugePageSize: number;
   readonly maxWindowLength: number;
+  /** Bumped whenever a function's arguments or results change: see NATIVE_INTERFACE_VERSION. */
+  readonly interfaceVersion: number;
   /**
    * True when windows are ArrayBuffers V8 does not count as external memory (so making them never triggers a GC);
    * false or absent: every window adds its length to V8's external-memory count.
@@ -110,7 +112,14 @@ export const ADDON_SHAPE: {
   pageSize: "number",
   hugePageSize: "number",
   maxWindowLength: "number",
+  interfaceVersion: "number",
 };
+
+/**
+ * The addon interface this code calls (`interfaceVersion` in native/safetensors_native.c). A binary with the same
+ * function names but older arguments (a stale build left in build/) would fail every open; it is passed over instead.
+ */
+export const NATIVE_INTERFACE_VERSION = 2;
 
 export interface NativeStatus {
   available: boolean;
@@ -143,7 +152,7 @@ function load(): { addon: NativeAddon | null; status: NativeStatus } {
     return { addon: null, status: { available: false, reason: `cannot locate the addon: ${messageOf(error)}` } };
   }
   const { candidates, rejected: absent } = addonCandidates(root);
-  const result = loadFirst<NativeAddon>(candidates, ADDON_SHAPE);
+  const result = loadFirst<NativeAddon>(candidates, ADDON_SHAPE, { interfaceVersion: NATIVE_INTERFACE_VERSION });
   const passed = [...absent, ...result.rejected];
   if (result.addon === null || result.loaded === undefined) {
     return { addon: null, status: { available: false, reason: passed.join("; ") } };
@@ -381,6 +390,13 @@ export function freeHuge(buffer: ArrayBuffer): void {
   }
 }
 
+/**
+ * Larger headers go to the JavaScript readers: the scanner's records take up to ~5 doubles per 8 header bytes (12 M
+ * metadata entries in a 100 MB header reserved ~800 MB before the repeated key sent it to the full reader anyway),
+ * and what it saves is the cold cost of ordinary headers (a 1,750-tensor header is ~200 KB).
+ */
+export const NATIVE_SCAN_MAX_HEADER_BYTES = 1 << 20;
+
 /** Reused by every scan: a scan allocates nothing. Grown when a header needs more. */
 let scanRecords = new Float64Array(4096);
 
@@ -392,6 +408,7 @@ export function nativeHeaderScanner(): ((headerBytes: Uint8Array) => Float64Arra
   const scan = loadNative()?.scanHeader;
   if (typeof scan !== "function") return undefined;
   return (headerBytes) => {
+    if (headerBytes.length > NATIVE_SCAN_MAX_HEADER_BYTES) return null;
     let count = scan(headerBytes, scanRecords);
     if (count === -2) {
       // Every record number takes at least one byte of the header.
