@@ -19,6 +19,15 @@ import { type AtomicWriteOptions, writeBuffersAt, writeFileAtomic } from "./io/n
 import { MemorySource, type SyncByteSource } from "./io/source.js";
 import { Tensor, tensorOfInfo } from "./tensor.js";
 
+export { journalPathFor, type RecoverOptions, type RecoverResult, recoverFile } from "./edit/journal.js";
+export {
+  DEFAULT_MAX_JOURNAL_BYTES,
+  EditHandle,
+  type EditOptions,
+  type EditResult,
+  type EditValues,
+  openForEdit,
+} from "./edit/region.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
 // `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.

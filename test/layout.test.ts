@@ -63,6 +63,7 @@ const PURE = [
   "src/remote/http.ts",
   "src/remote/hf.ts",
   "src/shards/index.ts",
+  "src/edit/bounds.ts",
   "src/edit/cast.ts",
   "src/remote/sharded.ts",
 ];

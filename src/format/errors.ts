@@ -43,6 +43,8 @@ export type SafetensorErrorCode =
   | "IncompleteWrite"
   | "DiskFull"
   | "NotWritable"
+  // In-place edits (src/edit): an undo journal that is torn, damaged or not this file's.
+  | "JournalCorrupt"
   // Sharded checkpoints.
   | "InvalidIndex"
   | "UnsafePath"
