@@ -95,9 +95,8 @@ export function openFile(path: string, options: OpenFileOptions = {}): Safetenso
 
 export interface LoadFileOptions extends OpenFileOptions {
   /**
-   * Make every byte resident before returning. mmap: the mapping is populated (MAP_POPULATE, and a parallel touch
-   * of every page where first accesses stay slow), so reading the tensors never faults; pread reads everything in
-   * any case. Default false: with mmap nothing is read until a tensor's bytes are used, as the reference's
+   * Make every byte resident before returning. mmap: every page of the mapping is touched by several threads, so
+   * reading the tensors never faults; pread reads everything in any case. Default false: with mmap nothing is read until a tensor's bytes are used, as the reference's
    * `load_file` does.
    */
   populate?: boolean;
