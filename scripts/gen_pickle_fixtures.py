@@ -51,14 +51,66 @@ def tensor_bytes(t):
     return t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
 
 
+def as_tensor(v):
+    """A torch tensor for what the converter writes as one (tensors, numeric numpy arrays and scalars), else None."""
+    if isinstance(v, torch.Tensor):
+        return v
+    if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "biufc":
+        t = torch.from_numpy(np.array(v, order="C"))  # np.ascontiguousarray would make 0-d scalars 1-d
+        return t if t.dtype in TO_ST else None
+    return None
+
+
+def has_tensors(v):
+    if as_tensor(v) is not None:
+        return True
+    if isinstance(v, dict):
+        return any(has_tensors(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return any(has_tensors(x) for x in v)
+    return False
+
+
+def flatten(obj, prefix=""):
+    """(name -> (tensor, original), non-tensor names) as the converter flattens a checkpoint: containers holding
+    tensors are walked with dotted names (dict keys, sequence indexes); other leaves are reported by name."""
+    tensors, others = {}, []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for k, v in items:
+        name = f"{prefix}{k}"
+        t = as_tensor(v)
+        if t is not None:
+            tensors[name] = (t, v)
+        elif isinstance(v, (dict, list, tuple)) and has_tensors(v):
+            sub, sub_others = flatten(v, name + ".")
+            tensors.update(sub)
+            others += sub_others
+        else:
+            others.append(name)
+    return tensors, others
+
+
 def expected_of(obj):
-    out = {}
-    for name, t in obj.items():
-        if isinstance(t, np.ndarray):
-            t = torch.from_numpy(np.ascontiguousarray(t))
-        if isinstance(t, torch.Tensor):
-            out[name] = {"dtype": TO_ST[t.dtype], "shape": list(t.shape), "sha256": hashlib.sha256(tensor_bytes(t)).hexdigest()}
-    return out
+    tensors, _ = flatten(obj)
+    return {name: {"dtype": TO_ST[t.dtype], "shape": list(t.shape), "sha256": hashlib.sha256(tensor_bytes(t)).hexdigest()}
+            for name, (t, _) in tensors.items()}
+
+
+def aliases_of(obj):
+    """Tied names: same storage and geometry (torch), or the same numpy object; kept = first in sorted order."""
+    tensors, _ = flatten(obj)
+    seen, aliases = {}, {}
+    for n in sorted(tensors):
+        t, original = tensors[n]
+        if isinstance(original, torch.Tensor):
+            sig = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        else:
+            sig = ("numpy", id(original))
+        if sig in seen:
+            aliases[n] = seen[sig]
+        else:
+            seen[sig] = n
+    return aliases
 
 
 def gen():
@@ -113,6 +165,20 @@ def benign_cases():
               "array_be": np.arange(4, dtype=">i4"), "array_fortran": np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)),
               "tensor": torch.ones(3)}
     cases.append(("numpy-arrays.pt", arrays, {}, None))
+    # numpy values nested in tuples, lists and optimizer-like state, numpy scalars, and leaves that are not weights.
+    exp_avg = np.zeros(4, dtype=np.float32)
+    nested = {
+        "tensor": torch.ones(2),
+        "w": (np.arange(3, dtype=np.int64), np.ones((2, 2), dtype=np.float32)),
+        "opt": {"state": {0: {"exp_avg": exp_avg, "step": np.int64(3)},
+                          1: {"exp_avg": torch.full((2,), 0.5), "step": torch.tensor(7.0)}},
+                "param_groups": [{"lr": 0.1, "params": [0, 1]}]},
+        "ema": [exp_avg, np.float16(1.5)],
+        "loss": np.float32(0.25),
+        "mixed": [np.array([1, 2], dtype=np.int16), "label", 3],
+        "names": np.array(["a", "bc"]),
+    }
+    cases.append(("numpy-nested.pt", nested, {"report_others": True}, None))
     cases.append(("protocol4.pt", {"a": torch.arange(10, dtype=torch.float32), "b": torch.ones(2, 3, dtype=torch.bfloat16)}, {}, 4))
     cases.append(("protocol5.pt", {"a": torch.arange(6, dtype=torch.int32).reshape(2, 3), "b": mat.t()}, {}, 5))
     return cases
@@ -209,7 +275,8 @@ def write_tar(path):
             tar.addfile(info, io.BytesIO(buf.getvalue()))
 
 
-NUMPY_GLOBALS = [np._core.multiarray._reconstruct, np.ndarray, np.dtype] + [type(np.dtype(c)) for c in "?bBhHiIlLqQefdFD"]
+NUMPY_GLOBALS = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype] + [
+    type(np.dtype(c)) for c in "?bBhHiIlLqQefdFDU"]
 
 
 def load_weights_only(path):
@@ -230,18 +297,10 @@ def record(manifest, name, extra, source=None):
     loaded = load_weights_only(path)
     key = extra.get("key")
     sd = loaded[key] if key else loaded
-    aliases = {}
-    if isinstance(sd, dict):
-        seen = {}
-        for n in sorted(sd):
-            t = sd[n]
-            if isinstance(t, torch.Tensor):
-                sig = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
-                if sig in seen:
-                    aliases[n] = seen[sig]
-                else:
-                    seen[sig] = n
-    manifest["benign"].append({"file": name, **({"key": key} if key else {}), "tensors": expected_of(sd), "aliases": aliases})
+    entry = {"file": name, **({"key": key} if key else {}), "tensors": expected_of(sd), "aliases": aliases_of(sd)}
+    if extra.get("report_others"):
+        entry["nonTensors"] = flatten(sd)[1]
+    manifest["benign"].append(entry)
 
 
 # ------------------------------------------------------------------------------------------------ hostile files
@@ -410,12 +469,13 @@ def corpus_golden(corpus):
         if not name.endswith((".pt", ".pth", ".bin", ".ckpt")):
             continue
         loaded = load_weights_only(os.path.join(corpus, name))
-        entry = {"file": name, "tensors": expected_of(loaded)}
+        entry = {"file": name, "tensors": expected_of(loaded), "nonTensors": flatten(loaded)[1]}
         out.append(entry)
     return out
 
 
 def main():
+    torch.manual_seed(0)  # module initializers (nn.Linear) draw from the global generator
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
         os.remove(os.path.join(OUT, f))

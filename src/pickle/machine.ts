@@ -9,6 +9,7 @@
 import { SafetensorError } from "../format/errors.js";
 import { canonicalGlobal, classifyGlobal, type Verdict } from "./globals.js";
 import {
+  latin1Bytes,
   PyBytes,
   PyCall,
   PyComplex,
@@ -675,7 +676,7 @@ function run(
         if (a.length === 0) return new PyBytes(new Uint8Array(0), true);
         if (a[0] instanceof PyBytes && a.length === 1) return new PyBytes(a[0].bytes, true);
         if (typeof a[0] === "string" && a.length === 2 && (a[1] === "latin1" || a[1] === "latin-1")) {
-          const b = encodeLatin1(a[0]);
+          const b = latin1Bytes(a[0]);
           return b ? new PyBytes(b, true) : undefined;
         }
         return undefined;
@@ -690,7 +691,7 @@ function run(
         if (typeof a[0] !== "string" || a.length > 2) return undefined;
         const encoding = a.length === 2 ? a[1] : "utf-8";
         if (encoding === "latin1" || encoding === "latin-1") {
-          const b = encodeLatin1(a[0]);
+          const b = latin1Bytes(a[0]);
           return b ? new PyBytes(b) : fail("_codecs.encode: character outside latin-1", op);
         }
         if (encoding === "utf-8" || encoding === "utf8") return new PyBytes(new TextEncoder().encode(a[0]));
@@ -703,16 +704,6 @@ function run(
         return undefined;
     }
   }
-}
-
-function encodeLatin1(text: string): Uint8Array | null {
-  const out = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c > 0xff) return null;
-    out[i] = c;
-  }
-  return out;
 }
 
 function normalizeInt(v: bigint): number | bigint {

@@ -10,7 +10,7 @@ import { compareCodePoints } from "../format/serialize.js";
 import type { Container, ContainerOptions } from "./container.js";
 import { type ScanReport, scanContainer } from "./scan.js";
 import { Interpreter, type InterpretOptions, type Item, type TensorRef } from "./torch.js";
-import { describe } from "./values.js";
+import { describe, type PyValue } from "./values.js";
 
 export interface ConvertOptions extends ContainerOptions, InterpretOptions {
   /** The entry holding the weights (`state_dict`, `model`, a dotted path); found automatically when absent. */
@@ -60,10 +60,27 @@ function isTensorLike(item: Item): boolean {
   return item.kind === "tensor" || item.kind === "unsupported";
 }
 
-function hasTensors(item: Item, depth = 0): boolean {
+/** Items of a container: a dict's entries or a sequence's items with their index as key. */
+function members(item: Item): readonly (readonly [unknown, Item])[] {
+  if (item.kind === "dict") return item.entries;
+  if (item.kind === "sequence") return item.items.map((v, i) => [i, v] as const);
+  return [];
+}
+
+const holdsTensors = new WeakMap<Item, boolean>();
+
+/** Does the item hold a tensor anywhere (dicts, tuples and lists, at any depth)? Cached: walks ask it per level. */
+function hasTensors(item: Item): boolean {
   if (isTensorLike(item)) return true;
-  if (item.kind !== "dict" || depth > 3) return false;
-  return item.entries.some(([, v]) => isTensorLike(v) || (v.kind === "dict" && hasTensors(v, depth + 1)));
+  if (item.kind !== "dict" && item.kind !== "sequence") return false;
+  let known = holdsTensors.get(item);
+  if (known === undefined) {
+    // Set first: a cyclic structure (a list holding itself) is cut by the interpreter's placeholder anyway.
+    holdsTensors.set(item, false);
+    known = members(item).some(([, v]) => hasTensors(v));
+    holdsTensors.set(item, known);
+  }
+  return known;
 }
 
 function child(item: Item, key: string): Item | undefined {
@@ -128,20 +145,27 @@ function select(root: Item, key: string | undefined): { path: string[]; item: It
     let next: readonly [string, Item] | undefined;
     for (const k of WEIGHT_KEYS) {
       const v = child(dict, k);
-      if (v && hasTensors(v)) {
+      if (v?.kind === "dict" && hasTensors(v)) {
         next = [k, v];
         break;
       }
     }
     if (!next && dict.kind === "dict") {
-      const candidates = dict.entries.filter(([k, v]) => keyName(k) !== null && hasTensors(v));
-      if (candidates.length === 1) next = [keyName(candidates[0]![0])!, candidates[0]![1]];
+      const candidates: (readonly [PyValue, Item])[] = dict.entries.filter(
+        ([k, v]) => keyName(k) !== null && hasTensors(v),
+      );
+      const only: readonly [PyValue, Item] | undefined = candidates.length === 1 ? candidates[0]! : undefined;
+      if (only && only[1].kind === "dict") next = [keyName(only[0])!, only[1]];
     }
     if (!next) break;
     path.push(next[0]);
     item = next[1];
     if (item.kind === "dict" && item.entries.some(([, v]) => isTensorLike(v))) return { path, item, how: "automatic" };
   }
+  // No dict holds tensors directly: the dict reached, or the top level, with the tensors nested in it (numpy arrays
+  // in tuples, optimizer state keyed by parameter index).
+  if (path.length && hasTensors(item)) return { path, item, how: "automatic" };
+  if (root.kind === "dict" && hasTensors(root)) return { path: [], item: root, how: "top-level" };
   if (root.kind === "blocked") {
     throw new SafetensorError(
       "UnsafePickle",
@@ -170,19 +194,24 @@ export function planConversion(container: Container, options: ConvertOptions = {
   refuse(scan, options.allowUnknown === true);
   const root = new Interpreter(container, options).interpret(container.main.value);
   const { path, item, how } = select(root, options.key);
-  if (item.kind !== "dict")
-    throw new SafetensorError("InvalidCheckpoint", `entry ${quoteName(path.join("."))} is a ${item.kind}, not a dict`);
+  if (item.kind !== "dict" && item.kind !== "sequence")
+    throw new SafetensorError(
+      "InvalidCheckpoint",
+      `entry ${quoteName(path.join("."))} is a ${item.kind}, not a dict, tuple or list`,
+    );
 
   const found: { name: string; tensor: TensorRef }[] = [];
   const nonTensors: { name: string; type: string }[] = [];
   const dropped: { name: string; globals: readonly string[] }[] = [];
   const unsupported: string[] = [];
   const names = new Set<string>();
-  const walk = (dict: Item & { kind: "dict" }, prefix: string, depth: number): void => {
-    for (const [k, v] of dict.entries) {
+  // Containers holding tensors are flattened with dotted names (dict keys, sequence indexes: `w.0`, `state.3.exp_avg`),
+  // as the nested state dicts of Lightning and optimizers are named; their other leaves are reported by that name.
+  const walk = (container: Item, prefix: string): void => {
+    for (const [k, v] of members(container)) {
       const key = keyName(k);
       if (key === null) {
-        nonTensors.push({ name: `${prefix}<${describe(k)} key>`, type: v.kind });
+        nonTensors.push({ name: `${prefix}<${describe(k as PyValue)} key>`, type: v.kind });
         continue;
       }
       const name = prefix + key;
@@ -191,7 +220,7 @@ export function planConversion(container: Container, options: ConvertOptions = {
           throw new SafetensorError("DuplicateKey", `tensor name ${quoteName(name)} appears twice after flattening`);
         names.add(name);
         found.push({ name, tensor: v.tensor });
-      } else if (v.kind === "dict" && hasTensors(v) && depth < 8) walk(v, `${name}.`, depth + 1);
+      } else if ((v.kind === "dict" || v.kind === "sequence") && hasTensors(v)) walk(v, `${name}.`);
       else if (v.kind === "blocked") dropped.push({ name, globals: v.globals });
       else if (v.kind === "unsupported") unsupported.push(`${quoteName(name)}: ${v.reason}`);
       else
@@ -201,7 +230,7 @@ export function planConversion(container: Container, options: ConvertOptions = {
         });
     }
   };
-  walk(item, "", 0);
+  walk(item, "");
   if (unsupported.length) {
     throw new SafetensorError(
       "UnsupportedPickle",

@@ -11,6 +11,7 @@ import {
   asInt,
   describe,
   itemsOf,
+  latin1Bytes,
   PyBytes,
   PyCall,
   PyDict,
@@ -95,6 +96,16 @@ const NUMPY_TO_SAFETENSORS: ReadonlyMap<string, Dtype> = new Map<string, Dtype>(
   ["f8", "F64"],
   ["i8", "I64"],
   ["u8", "U64"],
+]);
+
+/** torch's rebuild functions of tensors safetensors cannot hold, with what to tell the user. */
+const UNSUPPORTED_REBUILDS: ReadonlyMap<string, string> = new Map([
+  ["torch._utils._rebuild_qtensor", "a quantized tensor (safetensors has no quantized dtypes)"],
+  ["torch._utils._rebuild_sparse_tensor", "a sparse tensor"],
+  ["torch._utils._rebuild_nested_tensor", "a nested tensor"],
+  ["torch._utils._rebuild_meta_tensor_no_storage", "a meta tensor (it has no data)"],
+  ["torch._utils._rebuild_wrapper_subclass", "a wrapper-subclass tensor"],
+  ["torch._utils._rebuild_device_tensor_from_numpy", "a device tensor rebuilt from numpy"],
 ]);
 
 export type TensorSource =
@@ -269,26 +280,16 @@ export class Interpreter {
         const inner = args[0] instanceof PyGlobal ? new PyCall(args[0], args[2] ?? null, "reduce", value.offset) : null;
         return inner ? this.interpret(inner, depth + 1) : { kind: "other", type: describe(value) };
       }
-      case "torch._utils._rebuild_qtensor":
-        return { kind: "unsupported", reason: "a quantized tensor (safetensors has no quantized dtypes)" };
-      case "torch._utils._rebuild_sparse_tensor":
-        return { kind: "unsupported", reason: "a sparse tensor" };
-      case "torch._utils._rebuild_nested_tensor":
-        return { kind: "unsupported", reason: "a nested tensor" };
-      case "torch._utils._rebuild_meta_tensor_no_storage":
-        return { kind: "unsupported", reason: "a meta tensor (it has no data)" };
-      case "torch._utils._rebuild_wrapper_subclass":
-        return { kind: "unsupported", reason: "a wrapper-subclass tensor" };
-      case "torch._utils._rebuild_device_tensor_from_numpy":
-        return { kind: "unsupported", reason: "a device tensor rebuilt from numpy" };
       case "numpy.core.multiarray._reconstruct":
       case "numpy._core.multiarray._reconstruct":
         return this.ndarray(value);
       case "numpy.core.multiarray.scalar":
       case "numpy._core.multiarray.scalar":
         return this.npScalar(args);
-      default:
-        return { kind: "other", type: describe(value) };
+      default: {
+        const reason = UNSUPPORTED_REBUILDS.get(name);
+        return reason ? { kind: "unsupported", reason } : { kind: "other", type: describe(value) };
+      }
     }
   }
 
@@ -450,61 +451,56 @@ export class Interpreter {
     const dt = this.npDtype(state[2]);
     const fortran = state[3] === true || state[3] === 1;
     const raw = state[4];
-    if (!dt.dtype) return { kind: "unsupported", reason: `a numpy array of dtype ${dt.descr}` };
+    if (!dt.dtype) return unstorable(`numpy array of dtype ${dt.descr}`, dt.descr);
     const data = raw instanceof PyBytes ? raw.bytes : typeof raw === "string" ? latin1Bytes(raw) : null;
     if (!data) return { kind: "unsupported", reason: `a numpy array whose data is a ${describe(raw ?? null)}` };
     const numel = shape.reduce((a, b) => a * b, 1);
     if (data.length !== numel * dt.size) {
       throw checkpointError(`numpy array of ${numel} × ${dt.size} bytes carries ${data.length} bytes`);
     }
-    const stride = contiguousStrides(shape, fortran);
-    return {
-      kind: "tensor",
-      tensor: {
-        dtype: dt.dtype,
-        sourceDtype: dt.descr,
-        elementSize: dt.size,
-        shape,
-        stride,
-        offset: 0,
-        source: { kind: "inline", bytes: data },
-        swap: dt.swap,
-        origin: "ndarray",
-      },
-    };
+    return inlineTensor(dt, shape, contiguousStrides(shape, fortran), data);
   }
 
   private npScalar(args: PyValue[]): Item {
     const dt = this.npDtype(args[0]);
     const raw = args[1];
-    if (!dt.dtype) return { kind: "other", type: `numpy scalar ${dt.descr}` };
+    if (!dt.dtype) return unstorable(`numpy scalar of dtype ${dt.descr}`, dt.descr);
     if (!(raw instanceof PyBytes) || raw.bytes.length !== dt.size)
-      return { kind: "other", type: `numpy scalar ${dt.descr}` };
-    return {
-      kind: "tensor",
-      tensor: {
-        dtype: dt.dtype,
-        sourceDtype: dt.descr,
-        elementSize: dt.size,
-        shape: [],
-        stride: [],
-        offset: 0,
-        source: { kind: "inline", bytes: raw.bytes },
-        swap: dt.swap,
-        origin: "ndarray",
-      },
-    };
+      return { kind: "other", type: `numpy scalar ${dt.descr} without its ${dt.size} bytes` };
+    return inlineTensor(dt, [], [], raw.bytes);
   }
 }
 
-function latin1Bytes(text: string): Uint8Array | null {
-  const out = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c > 0xff) return null;
-    out[i] = c;
-  }
-  return out;
+/**
+ * A numpy value with no safetensors dtype: numbers (complex128, long double) are refused like torch's complex128;
+ * strings, objects, records and datetimes are not weights, so they are reported as non-tensor entries.
+ */
+function unstorable(what: string, descr: string): Item {
+  return /^[<>=|]?[fc]/.test(descr)
+    ? { kind: "unsupported", reason: `a ${what} (no safetensors dtype)` }
+    : { kind: "other", type: what };
+}
+
+function inlineTensor(
+  dt: { dtype: Dtype | null; descr: string; size: number; swap: boolean },
+  shape: number[],
+  stride: number[],
+  bytes: Uint8Array,
+): Item {
+  return {
+    kind: "tensor",
+    tensor: {
+      dtype: dt.dtype!,
+      sourceDtype: dt.descr,
+      elementSize: dt.size,
+      shape,
+      stride,
+      offset: 0,
+      source: { kind: "inline", bytes },
+      swap: dt.swap,
+      origin: "ndarray",
+    },
+  };
 }
 
 export function contiguousStrides(shape: readonly number[], fortran = false): number[] {

@@ -159,3 +159,14 @@ export function describe(value: PyValue | undefined): string {
   }
   return "persistent id";
 }
+
+/** A str's characters as latin-1 bytes (how protocol-2 pickles carry bytes), or null when one is above U+00FF. */
+export function latin1Bytes(text: string): Uint8Array | null {
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c > 0xff) return null;
+    out[i] = c;
+  }
+  return out;
+}

@@ -5,6 +5,7 @@
  */
 import type { Dtype } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
+import { contiguousStrides } from "./torch.js";
 
 /** safetensors dtype → [storage class or null (UntypedStorage + _rebuild_tensor_v3), torch dtype name]. */
 const TORCH_TYPES: ReadonlyMap<Dtype, readonly [string | null, string]> = new Map<
@@ -89,16 +90,6 @@ class PickleBuilder {
   bytes(): Uint8Array {
     return Uint8Array.from(this.parts);
   }
-}
-
-function contiguousStrides(shape: readonly number[]): number[] {
-  const stride = new Array<number>(shape.length);
-  let step = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    stride[d] = step;
-    step *= Math.max(shape[d]!, 1);
-  }
-  return stride;
 }
 
 /** The torch dtype a safetensors dtype becomes, or an UnsupportedDtype error (F4, F6: torch has no equivalent). */
