@@ -98,10 +98,12 @@ export {
   type GlobalFinding,
   type GlobalUse,
   openContainer,
+  openContainerAsync,
   type PickleLimits,
   planConversion,
   type ScanReport,
   scanSource,
+  scanSourceAsync,
   type Verdict,
 } from "./pickle/index.js";
 export {

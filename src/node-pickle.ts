@@ -25,13 +25,14 @@ export interface NodeConvertOptions extends ConvertOptions {
   maxGatherBytes?: number;
 }
 
-function inflateRaw(compressed: Uint8Array, size: number): Uint8Array {
+/** Output is capped at the record's declared size (which maxInflateBytes bounds): a bomb stops there. */
+function inflateRaw(compressed: Uint8Array, size: number, name: string): Uint8Array {
   try {
     return zlib.inflateRawSync(compressed, { maxOutputLength: Math.max(size, 1) });
   } catch (error) {
     throw new SafetensorError(
       "InvalidCheckpoint",
-      `zip: a deflated record does not inflate: ${(error as Error).message}`,
+      `zip: deflated record ${name} does not inflate to its declared ${size} bytes: ${(error as Error).message}`,
     );
   }
 }

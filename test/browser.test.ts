@@ -1,7 +1,8 @@
 /**
  * The core in a real browser: the ESM browser build (src/index.ts bundled by esbuild) loaded by headless Chromium
  * from a private nginx, reading a file by URL (HTTP Range requests) and through a File from an <input type=file>,
- * checking values. Skips, saying why, without Chromium or nginx. Never downloads a browser.
+ * checking values, and scanning and planning a torch checkpoint whose zip records are deflated (DecompressionStream,
+ * no node:zlib). Skips, saying why, without Chromium or nginx. Never downloads a browser.
  */
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
@@ -40,7 +41,12 @@ const PAGE_SCRIPT = `async (url) => {
     return out;
   };
   const picked = document.getElementById("file").files[0];
-  return { byUrl: await read(url), byFile: await read(picked), isFile: picked instanceof File };
+  // A torch checkpoint with deflated records: inflated by DecompressionStream (no node:zlib here), then scanned and planned.
+  const pt = new st.MemorySource(new Uint8Array(await (await fetch("/fx/deflated.pt")).arrayBuffer()));
+  const scan = await st.scanSourceAsync(pt);
+  const plan = st.planConversion(await st.openContainerAsync(pt));
+  const pickle = { verdict: scan.verdict, tensors: plan.tensors.map((t) => t.name).sort() };
+  return { byUrl: await read(url), byFile: await read(picked), isFile: picked instanceof File, pickle };
 }`;
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>safetensors-ts</title><input type="file" id="file">`;
@@ -72,6 +78,10 @@ test("headless Chromium reads by URL and through a File", {
     );
     fs.writeFileSync(path.join(nginx.files, "model.safetensors"), bytes);
     fs.writeFileSync(path.join(nginx.files, "index.html"), PAGE);
+    fs.copyFileSync(
+      path.join(repoRoot, "test/fixtures/pickle/deflated-renamed.pt"),
+      path.join(nginx.files, "deflated.pt"),
+    );
     const context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
@@ -110,6 +120,10 @@ test("headless Chromium reads by URL and through a File", {
       assert.deepEqual(result.byUrl, { backend: "http", ...expected });
       assert.deepEqual(result.byFile, { backend: "blob", ...expected });
       assert.equal(result.isFile, true);
+      assert.deepEqual(result.pickle, {
+        verdict: "safe",
+        tensors: ["column", "expanded", "fortran", "offset", "strided", "transposed", "whole"],
+      });
       // The URL read: the bundle, then one Range request covering this small file (tensors served from it).
       const ranged = nginx.log().filter((e) => e.path === "/fx/model.safetensors");
       assert.equal(ranged.length, 1);

@@ -5,6 +5,7 @@
  */
 import { SafetensorError } from "../format/errors.js";
 import type { SyncByteSource } from "../io/source.js";
+import { inflateRawStream } from "./inflate.js";
 import {
   DEFAULT_PICKLE_LIMITS,
   type GlobalRecord,
@@ -75,8 +76,16 @@ export interface TarTensor {
 }
 
 export interface ContainerOptions extends PickleLimits {
-  /** Inflate a raw-deflate zip record to exactly `size` bytes (the Node adapter passes node:zlib). */
-  inflateRaw?: (compressed: Uint8Array, size: number) => Uint8Array;
+  /**
+   * Inflate a raw-deflate zip record to exactly `size` bytes (the Node adapter passes node:zlib; `openContainerAsync`
+   * uses DecompressionStream when none is given).
+   */
+  inflateRaw?: (compressed: Uint8Array, size: number, name: string) => Uint8Array;
+  /**
+   * Most bytes held inflated from deflated zip records, in total, by their declared sizes: checked before inflating,
+   * and no record inflates past its declared size, so a zip bomb is refused (PickleLimit). Default 1 GiB.
+   */
+  maxInflateBytes?: number;
   /** Largest zip central directory read, in bytes. Default 64 MiB (a million records). */
   maxDirectoryBytes?: number;
 }
@@ -91,12 +100,8 @@ const LEGACY_MAGIC = 0x1950a86a20f9469cfc6cn;
 export function openContainer(source: SyncByteSource, options: ContainerOptions = {}): Container {
   const pickles: ScannedPickle[] = [];
   try {
-    if (source.byteLength >= 4) {
-      const head = source.read(0, Math.min(source.byteLength, 512));
-      if (head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04)
-        return openZip(source, options, pickles);
-      if (head.length === 512 && isTarHeader(head)) return openTar(source, options, pickles);
-    }
+    if (isZip(source)) return openZip(source, options, pickles);
+    if (source.byteLength >= 512 && isTarHeader(source.read(0, 512))) return openTar(source, options, pickles);
     return openLegacy(source, options, pickles);
   } catch (error) {
     if (error instanceof SafetensorError && !(error instanceof ContainerFailure))
@@ -228,6 +233,65 @@ function zipEntries(source: SyncByteSource, options: ContainerOptions): Map<stri
   return entries;
 }
 
+/** The running total of declared inflated sizes against `maxInflateBytes`. */
+function inflateBudget(options: ContainerOptions): { take(entry: ZipEntry): void } {
+  const max = options.maxInflateBytes ?? DEFAULT_MAX_INFLATE_BYTES;
+  let total = 0;
+  return {
+    take(entry: ZipEntry): void {
+      total += entry.size;
+      if (total > max) {
+        throw new SafetensorError(
+          "PickleLimit",
+          `zip: deflated record ${entry.name} declares ${entry.size} bytes; inflated records would hold ${total} bytes, over maxInflateBytes (${max})`,
+        );
+      }
+    },
+  };
+}
+
+const DEFAULT_MAX_INFLATE_BYTES = 1 << 30;
+
+/**
+ * `openContainer` for platforms without a synchronous inflater (browsers): deflated zip records (the ones reading the
+ * checkpoint may need: its pickles, `byteorder`, storages) are inflated first with DecompressionStream, within the
+ * same limits. With `inflateRaw` given, or any other format, it is `openContainer`.
+ */
+export async function openContainerAsync(source: SyncByteSource, options: ContainerOptions = {}): Promise<Container> {
+  if (options.inflateRaw || !isZip(source)) return openContainer(source, options);
+  let entries: Map<string, ZipEntry>;
+  try {
+    entries = zipEntries(source, options);
+  } catch {
+    return openContainer(source, options); // the same error, with what was read before it
+  }
+  const maxPickle = options.maxPickleBytes ?? DEFAULT_PICKLE_LIMITS.maxPickleBytes;
+  const budget = inflateBudget(options);
+  const inflated = new Map<string, Uint8Array>();
+  for (const entry of entries.values()) {
+    if (entry.method !== 8 || (entry.name.endsWith(".pkl") && entry.size > maxPickle)) continue;
+    budget.take(entry);
+    inflated.set(
+      entry.name,
+      await inflateRawStream(source.read(entry.dataOffset, entry.compressedSize), entry.size, entry.name),
+    );
+  }
+  return openContainer(source, {
+    ...options,
+    inflateRaw: (_compressed, _size, name) => {
+      const bytes = inflated.get(name);
+      if (!bytes) throw checkpointError(`zip: record ${name} was not inflated`);
+      return bytes;
+    },
+  });
+}
+
+function isZip(source: SyncByteSource): boolean {
+  if (source.byteLength < 4) return false;
+  const head = source.read(0, 4);
+  return head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
+}
+
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -244,14 +308,19 @@ function openZip(source: SyncByteSource, options: ContainerOptions, pickles: Sca
   const prefix = first.slice(0, slash + 1);
   const maxPickle = options.maxPickleBytes ?? DEFAULT_PICKLE_LIMITS.maxPickleBytes;
   const inflated = new Map<string, Uint8Array>();
+  const budget = inflateBudget(options);
   const recordBytes = (entry: ZipEntry): Uint8Array => {
     if (entry.method === 0) return source.read(entry.dataOffset, entry.size);
     const cached = inflated.get(entry.name);
     if (cached) return cached;
     if (!options.inflateRaw) {
-      throw new SafetensorError("UnsupportedPickle", `zip: record ${entry.name} is deflated and no inflater was given`);
+      throw new SafetensorError(
+        "UnsupportedPickle",
+        `zip: record ${entry.name} is deflated and no inflater was given (openContainerAsync inflates with DecompressionStream)`,
+      );
     }
-    const out = options.inflateRaw(source.read(entry.dataOffset, entry.compressedSize), entry.size);
+    budget.take(entry);
+    const out = options.inflateRaw(source.read(entry.dataOffset, entry.compressedSize), entry.size, entry.name);
     if (out.length !== entry.size)
       throw checkpointError(`zip: record ${entry.name} inflates to ${out.length} bytes, not ${entry.size}`);
     inflated.set(entry.name, out);

@@ -11,6 +11,7 @@ import {
   type ContainerFormat,
   type ContainerOptions,
   openContainer,
+  openContainerAsync,
 } from "./container.js";
 import { type Verdict, worse } from "./globals.js";
 import type { GlobalUse } from "./machine.js";
@@ -68,18 +69,29 @@ export function scanContainer(container: {
 
 /** Open and scan a checkpoint. Never throws for a bad file: the error is in the report and the verdict is not safe. */
 export function scanSource(source: SyncByteSource, options: ContainerOptions = {}): ScanReport {
-  let container: Container;
   try {
-    container = openContainer(source, options);
+    return scanContainer(openContainer(source, options));
   } catch (error) {
-    if (!(error instanceof SafetensorError)) throw error;
-    // Report what the pickles read before the failure named; the failure itself makes the file not safe.
-    const pickles = error instanceof ContainerFailure ? error.pickles : [];
-    const partial = scanContainer({ format: null, pickles });
-    const errors = partial.errors.some((e) => e.message === error.message)
-      ? partial.errors
-      : [...partial.errors, { where: "file", code: error.code, message: error.message }];
-    return { verdict: worse(partial.verdict, "unknown"), format: null, globals: partial.globals, errors };
+    return scanFailure(error);
   }
-  return scanContainer(container);
+}
+
+/** `scanSource` where deflated zip records must be inflated with DecompressionStream (browsers). */
+export async function scanSourceAsync(source: SyncByteSource, options: ContainerOptions = {}): Promise<ScanReport> {
+  try {
+    return scanContainer(await openContainerAsync(source, options));
+  } catch (error) {
+    return scanFailure(error);
+  }
+}
+
+function scanFailure(error: unknown): ScanReport {
+  if (!(error instanceof SafetensorError)) throw error;
+  // Report what the pickles read before the failure named; the failure itself makes the file not safe.
+  const pickles = error instanceof ContainerFailure ? error.pickles : [];
+  const partial = scanContainer({ format: null, pickles });
+  const errors = partial.errors.some((e) => e.message === error.message)
+    ? partial.errors
+    : [...partial.errors, { where: "file", code: error.code, message: error.message }];
+  return { verdict: worse(partial.verdict, "unknown"), format: null, globals: partial.globals, errors };
 }
