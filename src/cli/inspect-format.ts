@@ -1,6 +1,7 @@
 /** `inspect` output: a human table, or the stable JSON form. */
 import { DTYPES } from "../format/dtypes.js";
 import type { Header, TensorInfo } from "../format/header.js";
+import type { JsonValue } from "../shards/index-json.js";
 
 /** Exact dims as JSON numbers (dims above 2^53 only occur in zero-element tensors and are kept exact). */
 function shapeJson(info: TensorInfo): string {
@@ -30,6 +31,34 @@ export function inspectJson(header: Header): string {
       `{"name":${JSON.stringify(info.name)},"dtype":"${info.dtype}","shape":${shapeJson(info)},"data_offsets":[${info.dataOffsets[0]},${info.dataOffsets[1]}]}`,
   );
   return `{"file_bytes":${header.fileLength},"header_bytes":${header.headerLength},"metadata":${metadata},"parameters":${parameterCount(header)},"tensors":[${tensors.join(",")}]}`;
+}
+
+function jsonValue(value: JsonValue): string {
+  if (value instanceof Map) return `{${[...value].map(([k, v]) => `${JSON.stringify(k)}:${jsonValue(v)}`).join(",")}}`;
+  if (Array.isArray(value)) return `[${value.map(jsonValue).join(",")}]`;
+  return typeof value === "bigint" ? String(value) : JSON.stringify(value);
+}
+
+export interface ShardedInspectInput {
+  /** The index file, or null for a directory holding a single `model.safetensors`. */
+  readonly indexPath: string | null;
+  readonly metadata: ReadonlyMap<string, JsonValue>;
+  /** Shard file -> its header, in the index's order. */
+  readonly headers: readonly (readonly [string, Header])[];
+  readonly dataBytes: number;
+  readonly warnings: readonly string[];
+}
+
+/**
+ * `inspect --json` of a checkpoint: {"index","metadata","parameters","data_bytes","warnings","shards":[{"file",
+ * ...inspect --json of that shard}]}, shards in the index's order.
+ */
+export function inspectShardedJson(input: ShardedInspectInput): string {
+  const parameters = input.headers.reduce((sum, [, header]) => sum + parameterCount(header), 0n);
+  const shards = input.headers.map(
+    ([file, header]) => `{"file":${JSON.stringify(file)},${inspectJson(header).slice(1)}`,
+  );
+  return `{"index":${JSON.stringify(input.indexPath)},"metadata":${jsonValue(new Map(input.metadata))},"parameters":${parameters},"data_bytes":${input.dataBytes},"warnings":${JSON.stringify(input.warnings)},"shards":[${shards.join(",")}]}`;
 }
 
 const group = (n: bigint | number) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");

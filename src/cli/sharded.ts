@@ -4,9 +4,8 @@
  */
 import * as path from "node:path";
 import type { Backend } from "../node.js";
-import type { JsonValue } from "../shards/index.js";
 import { isShardedTarget, openSharded, type ShardedFile } from "../shards/node.js";
-import { formatInspect, inspectJson, parameterCount } from "./inspect-format.js";
+import { formatInspect, inspectShardedJson, parameterCount } from "./inspect-format.js";
 import type { Io } from "./io.js";
 
 export { isShardedTarget };
@@ -27,12 +26,6 @@ export function expandSharded(targets: readonly string[], backend: Backend | und
   });
 }
 
-function jsonValue(value: JsonValue): string {
-  if (value instanceof Map) return `{${[...value].map(([k, v]) => `${JSON.stringify(k)}:${jsonValue(v)}`).join(",")}}`;
-  if (Array.isArray(value)) return `[${value.map(jsonValue).join(",")}]`;
-  return typeof value === "bigint" ? String(value) : JSON.stringify(value);
-}
-
 /**
  * `inspect` of a checkpoint. JSON: {"index","metadata","parameters","data_bytes","warnings","shards":[{"file",
  * ...inspect --json of that shard}]}, shards in the index's order; text: a summary line, then each shard's table.
@@ -48,10 +41,8 @@ export function inspectSharded(
   const headers = sharded.shards.map((file) => [file, sharded.shard(file).header] as const);
   const parameters = headers.reduce((sum, [, header]) => sum + parameterCount(header), 0n);
   if (json) {
-    const shards = headers.map(([file, header]) => `{"file":${JSON.stringify(file)},${inspectJson(header).slice(1)}`);
-    io.stdout(
-      `{"index":${JSON.stringify(sharded.indexPath)},"metadata":${jsonValue(new Map(sharded.metadata()))},"parameters":${parameters},"data_bytes":${sharded.dataBytes},"warnings":${JSON.stringify(sharded.warnings)},"shards":[${shards.join(",")}]}\n`,
-    );
+    const { indexPath, warnings, dataBytes } = sharded;
+    io.stdout(`${inspectShardedJson({ indexPath, metadata: sharded.metadata(), headers, dataBytes, warnings })}\n`);
     return 0;
   }
   io.stdout(
