@@ -1,6 +1,7 @@
 /**
  * Node.js entry point: everything from the core plus local-file reading and atomic writing.
  */
+import { isUtf8 } from "node:buffer";
 import { SafetensorsFile } from "./file.js";
 import { CompactTensors } from "./format/compact-tensors.js";
 import { SafetensorError } from "./format/errors.js";
@@ -12,6 +13,7 @@ import {
   type SerializeOptions,
   serialize,
 } from "./format/serialize.js";
+import { installUtf8Validator } from "./format/utf8.js";
 import { loadNative, nativeHeaderScanner, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
 import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
@@ -56,6 +58,7 @@ const PRIME_ROUNDS = 10;
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();
+installUtf8Validator(isUtf8);
 primeOpenPath();
 
 export type Backend = "auto" | "mmap" | "pread";

@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import { buildHostileFile, HOSTILE_CASES, testSizes } from "../bench/hostile-cases.js";
 import { expectedCodes, refClass } from "../scripts/reference-errors.js";
 import { readHeaderJson } from "../src/format/header.js";
+import { JsonCursor } from "../src/format/json.js";
 import { deserialize, isSafetensorError } from "../src/index.js";
 
 interface Recorded {
@@ -125,6 +126,34 @@ test("strings read the same at every alignment of the header bytes (the word-at-
       const shifted = new Uint8Array(bytes.length + shift);
       shifted.set(bytes, shift);
       assert.deepEqual(read(shifted.subarray(shift)), expected, `${JSON.stringify(header)} at offset ${shift}`);
+    }
+  }
+});
+
+test("number tokens end where their digits end, at every alignment (the word-at-a-time digit scan)", () => {
+  // A regular expression is the oracle here: these tokens are short.
+  const token = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/;
+  const digits = (n: number, seed: number) =>
+    Array.from({ length: n }, (_, i) => String.fromCharCode(0x30 + ((i * 7 + seed) % 10))).join("");
+  for (let pad = 0; pad < 4; pad++) {
+    for (let n = 1; n <= 24; n++) {
+      for (const after of ["", ",", "]", " ", "x", "/", ":", "\u00e9"]) {
+        for (const shape of ["1D", "1D.D", "1De-D", "-1D", "1DE+D", "0.D"]) {
+          const text = shape.replaceAll("D", digits(n, pad + n));
+          const input = `${" ".repeat(pad)}${text}${after}`;
+          const cursor = new JsonCursor(input);
+          let end: number | string;
+          try {
+            cursor.number();
+            end = cursor.pos;
+          } catch (error) {
+            end = isSafetensorError(error) ? error.code : `CRASH ${error}`;
+          }
+          const expected = token.exec(text)![0].length;
+          if (typeof end === "number") assert.equal(end, pad + expected, JSON.stringify(input));
+          else assert.equal(end, "InvalidHeaderJson", JSON.stringify(input));
+        }
+      }
     }
   }
 });

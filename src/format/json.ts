@@ -282,29 +282,37 @@ export class JsonCursor {
     }
     const intEnd = pos;
     let isFloat = false;
+    let fracStart = pos;
+    let fracEnd = pos;
     if (this.at(pos) === 0x2e) {
       pos++;
       if (!isDigit(this.at(pos))) this.fail("invalid number", pos);
+      fracStart = pos;
       pos = this.digitsEnd(pos);
+      fracEnd = pos;
       isFloat = true;
     }
+    let expStart = pos;
+    let expNegative = false;
     const e = this.at(pos);
     if (e === 0x65 || e === 0x45) {
       pos++;
       const sign = this.at(pos);
+      expNegative = sign === 0x2d;
       if (sign === 0x2b || sign === 0x2d) pos++;
       if (!isDigit(this.at(pos))) this.fail("invalid number", pos);
+      expStart = pos;
       pos = this.digitsEnd(pos);
       isFloat = true;
     }
     this.pos = pos;
+    const intStart = negative ? start + 1 : start;
     // serde_json reads "-0" as the float -0.0.
     if (!isFloat && !(negative && intEnd - start === 2 && first === 0x30)) {
-      const digitsStart = negative ? start + 1 : start;
-      const digits = intEnd - digitsStart;
+      const digits = intEnd - intStart;
       if (digits <= 15) {
         let value = 0;
-        for (let i = digitsStart; i < intEnd; i++) value = value * 10 + (this.bytes[i]! - 0x30);
+        for (let i = intStart; i < intEnd; i++) value = value * 10 + (this.bytes[i]! - 0x30);
         return { kind: "integer", value: negative ? -value : value, negative };
       }
       // No leading zeros: more than 20 digits is beyond u64 (and i64), a float for serde_json. BigInt only for the
@@ -314,16 +322,30 @@ export class JsonCursor {
         if (negative ? value >= I64_MIN : value <= U64_MAX) return { kind: "integer", value, negative };
       }
     }
-    if (serdeFloatOverflows(this.bytes, start, pos)) this.fail("number out of range", pos);
+    const parts = { intStart, intEnd, fracStart, fracEnd, expStart, expNegative, end: pos };
+    if (serdeFloatOverflows(this.bytes, parts)) this.fail("number out of range", pos);
     return new JsonFloat(this.bytes, start, pos);
   }
 
+  /**
+   * Where the run of digits from `from` ends, four bytes at a time past the first (a hostile number can be 100 M
+   * digits long: one pass here, none again in serdeFloatOverflows).
+   */
   private digitsEnd(from: number): number {
     const bytes = this.bytes;
     const length = this.length;
+    const words = this.words;
+    const wordsFrom = this.wordsFrom;
     let pos = from;
-    while (pos < length && isDigit(bytes[pos]!)) pos++;
-    return pos;
+    for (;;) {
+      if (pos >= length || !isDigit(bytes[pos]!)) return pos;
+      pos++;
+      if ((pos - wordsFrom) % 4 === 0 && pos >= wordsFrom) {
+        let index = (pos - wordsFrom) >> 2;
+        while (index < words.length && allDigits(words[index]!)) index++;
+        pos = wordsFrom + 4 * index;
+      }
+    }
   }
 
   /** Validate and skip any value; keys and strings are checked, not decoded. */
@@ -408,35 +430,37 @@ const U64_MAX = 2n ** 64n - 1n;
 const I64_MIN = -(2n ** 63n);
 const I32_MAX = 2 ** 31 - 1;
 
+/** A number token's parts, as positions: digits [intStart, intEnd), fraction digits, exponent digits [expStart, end). */
+interface NumberParts {
+  intStart: number;
+  intEnd: number;
+  /** fracStart = fracEnd without a fraction. */
+  fracStart: number;
+  fracEnd: number;
+  /** = end without an exponent. */
+  expStart: number;
+  expNegative: boolean;
+  end: number;
+}
+
 /** The largest u64, as the 20-digit string that 20-digit significands are compared with. */
 const U64_MAX_DIGITS = "18446744073709551615";
 
 /**
  * Whether serde_json (without its `float_roundtrip` feature, as the reference builds it) rejects the number token
- * `bytes[start, end)` as "number out of range". It keeps at most the digits that fit in a u64 significand, then
+ * whose `parts` the cursor found as "number out of range". It keeps at most the digits that fit in a u64 significand, then
  * computes `significand as f64 * 10^exponent` in doubles and fails if that overflows — so a few tokens just below the
  * largest double (1.7976931348623158e308) fail there although they round to a finite value. Same steps, same
- * doubles here; one pass over the digits and no BigInt, so a number of 100 M digits costs what reading it costs.
+ * doubles here; no pass over the digits beyond the first 20 and no BigInt, so a number of 100 M digits costs what
+ * reading it costs.
  */
-function serdeFloatOverflows(bytes: Uint8Array, start: number, end: number): boolean {
-  let i = bytes[start] === 0x2d ? start + 1 : start;
-  const intStart = i;
-  while (i < end && isDigit(bytes[i]!)) i++;
-  const intDigits = i - intStart;
-  let fracStart = i;
-  let fracEnd = i;
-  if (bytes[i] === 0x2e) {
-    fracStart = ++i;
-    while (i < end && isDigit(bytes[i]!)) i++;
-    fracEnd = i;
-  }
+function serdeFloatOverflows(bytes: Uint8Array, parts: NumberParts): boolean {
+  const { intStart, intEnd, fracStart, fracEnd, expStart, expNegative, end } = parts;
+  const intDigits = intEnd - intStart;
   let exp = 0;
-  let expNegative = false;
   let expDigits = 0;
-  if (i < end) {
-    i++; // e or E
-    expNegative = bytes[i] === 0x2d;
-    if (bytes[i] === 0x2b || bytes[i] === 0x2d) i++;
+  if (expStart < end) {
+    let i = expStart;
     while (i < end && bytes[i] === 0x30) i++; // leading zeros change nothing
     expDigits = end - i;
     for (; i < end && expDigits <= 10; i++) exp = exp * 10 + (bytes[i]! - 0x30);
@@ -460,7 +484,6 @@ function serdeFloatOverflows(bytes: Uint8Array, start: number, end: number): boo
     truncated = true;
     return false;
   };
-  const intEnd = intStart + intDigits;
   let j = intStart;
   for (; j < intEnd && !truncated; j++) if (!keep(bytes[j]!)) exponent++;
   exponent += intEnd - j; // digits past a full u64 only scale the value
@@ -503,6 +526,16 @@ function isSimpleEscape(e: number): boolean {
 
 function isDigit(c: number): boolean {
   return c >= 0x30 && c <= 0x39;
+}
+
+/**
+ * Whether all four bytes of `w` are ASCII digits: after `^ 0x30` digits are the bytes 0–9, and adding 0x76 to a byte
+ * sets its high bit exactly when it is above 9 (a byte with its high bit already set is caught by the `| y`; a carry
+ * it causes can only flag a word that fails anyway).
+ */
+function allDigits(w: number): boolean {
+  const y = w ^ 0x30303030;
+  return (((y + 0x76767676) | y) & 0x80808080) === 0;
 }
 
 /** Describe the JSON value that starts at the cursor, for "invalid type" messages (nothing is consumed). */
