@@ -273,3 +273,243 @@ napi_value st_js_scan_header(napi_env env, napi_callback_info info) {
   napi_create_double(env, answer, &result);
   return result;
 }
+
+/*
+ * Hostile-header helpers for the JavaScript reader (src/format/json.ts, src/format/header.ts). Neither decides a
+ * verdict: the reader always does, and these only save it time on headers of ~100 MB, where a JavaScript byte loop
+ * costs ~50 ms per pass once optimized and seconds while V8's optimizing compiler has no free core to run on.
+ *
+ * scanRun(bytes: Uint8Array, from: number, kind: number) -> the first position >= from whose byte ends the run:
+ *   kind 0: not an ASCII digit; 1: not JSON whitespace; 2: a `"`, a `\` or a byte below 0x20 (plain string contents).
+ *
+ * findSyntaxError(bytes: Uint8Array) -> the position of a JSON syntax error inside the top-level value, or -1 when it
+ * finds none. It knows the grammar, strings and escapes (control characters, invalid escapes, lone surrogates), the
+ * nesting limit (127 levels, serde_json's) and the end of input; it does not judge numbers' ranges, and says nothing
+ * of what follows the top-level value. The reader uses a found error to skip the tensor entries' checks, which cannot
+ * take precedence over a syntax error; it still finds and reports the error itself, and reads the header in full if
+ * it finds none.
+ */
+
+#define MAX_DEPTH 127
+
+static int is_ws(uint8_t b) { return b == ' ' || b == '\n' || b == '\r' || b == '\t'; }
+
+/* Eight bytes at a time where aligned: a run of 100 M digits is memory bandwidth, not a loop per byte. */
+static uint64_t load64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether byte c ends a run of `kind`. */
+static int run_stops(uint8_t c, int kind) {
+  if (kind == 0) return !(c >= '0' && c <= '9');
+  if (kind == 1) return !is_ws(c);
+  return c == '"' || c == '\\' || c < 0x20;
+}
+
+/* High bit set in exactly the zero bytes of x. */
+static uint64_t zero_bytes(uint64_t x) {
+  const uint64_t low7 = 0x7f * ONES;
+  return ~(((x & low7) + low7) | x | low7);
+}
+
+/* Whether all eight bytes of w continue a run of `kind` (false may also mean "look at each byte"). */
+static int word_continues(uint64_t w, int kind) {
+  if (kind == 0) {
+    uint64_t y = w ^ (0x30 * ONES);
+    return (((y + 0x76 * ONES) | y) & HIGHS) == 0; /* a byte above 9 after ^0x30 (see allDigits in json.ts) */
+  }
+  if (kind == 1) {
+    uint64_t ws = zero_bytes(w ^ (0x20 * ONES)) | zero_bytes(w ^ (0x09 * ONES)) | zero_bytes(w ^ (0x0a * ONES)) |
+                  zero_bytes(w ^ (0x0d * ONES));
+    return ws == HIGHS;
+  }
+  uint64_t stops = zero_bytes(w ^ (0x22 * ONES)) | zero_bytes(w ^ (0x5c * ONES)) | ((w - 0x20 * ONES) & ~w & HIGHS);
+  return stops == 0;
+}
+
+static size_t run_end(const uint8_t *b, size_t n, size_t pos, int kind) {
+  for (;;) {
+    while (pos + 8 <= n && word_continues(load64(b + pos), kind)) pos += 8;
+    size_t stop = pos + 8 < n ? pos + 8 : n;
+    for (; pos < stop; pos++)
+      if (run_stops(b[pos], kind)) return pos;
+    if (pos >= n) return n;
+  }
+}
+
+static int hex4(const uint8_t *b, size_t n, size_t pos, unsigned *unit) {
+  if (pos + 4 > n) return -1;
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    uint8_t c = b[pos + i];
+    unsigned d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return -1;
+    v = v * 16 + d;
+  }
+  *unit = v;
+  return 0;
+}
+
+/* A string whose opening quote is at *pos: 0 with *pos past its closing quote, or -1 with *pos at the error. */
+static int syntax_string(const uint8_t *b, size_t n, size_t *pos) {
+  size_t p = *pos + 1;
+  for (;;) {
+    p = run_end(b, n, p, 2);
+    if (p >= n) break;
+    uint8_t c = b[p];
+    if (c == '"') {
+      *pos = p + 1;
+      return 0;
+    }
+    if (c < 0x20) break;
+    /* an escape */
+    if (p + 1 >= n) break;
+    uint8_t e = b[p + 1];
+    if (e == 'u') {
+      unsigned unit, low;
+      if (hex4(b, n, p + 2, &unit) != 0) break;
+      p += 6;
+      if (unit >= 0xdc00 && unit <= 0xdfff) break;
+      if (unit >= 0xd800 && unit <= 0xdbff) {
+        if (p + 1 >= n || b[p] != '\\' || b[p + 1] != 'u' || hex4(b, n, p + 2, &low) != 0) break;
+        if (low < 0xdc00 || low > 0xdfff) break;
+        p += 6;
+      }
+    } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+      p += 2;
+    } else {
+      break;
+    }
+  }
+  *pos = p;
+  return -1;
+}
+
+/* A number's grammar (not its range). */
+static int syntax_number(const uint8_t *b, size_t n, size_t *pos) {
+  size_t p = *pos;
+  if (b[p] == '-') p++;
+  if (p >= n) goto fail;
+  if (b[p] == '0') {
+    p++;
+    if (p < n && b[p] >= '0' && b[p] <= '9') goto fail;
+  } else if (b[p] >= '1' && b[p] <= '9') {
+    p = run_end(b, n, p, 0);
+  } else {
+    goto fail;
+  }
+  if (p < n && b[p] == '.') {
+    p++;
+    if (p >= n || !(b[p] >= '0' && b[p] <= '9')) goto fail;
+    p = run_end(b, n, p, 0);
+  }
+  if (p < n && (b[p] == 'e' || b[p] == 'E')) {
+    p++;
+    if (p < n && (b[p] == '+' || b[p] == '-')) p++;
+    if (p >= n || !(b[p] >= '0' && b[p] <= '9')) goto fail;
+    p = run_end(b, n, p, 0);
+  }
+  *pos = p;
+  return 0;
+fail:
+  *pos = p;
+  return -1;
+}
+
+static double find_syntax_error(const uint8_t *b, size_t n) {
+  uint8_t stack[MAX_DEPTH + 1]; /* 1: object, 0: array */
+  int depth = 0;
+  size_t p = run_end(b, n, 0, 1);
+  if (p >= n || b[p] != '{') return -1; /* the reader judges other top-level values at once */
+  for (;;) {
+    /* a value at p (whitespace skipped) */
+    if (p >= n) return (double)p;
+    uint8_t c = b[p];
+    if (c == '{' || c == '[') {
+      if (++depth > MAX_DEPTH) return (double)p;
+      stack[depth] = c == '{';
+      p = run_end(b, n, p + 1, 1);
+      if (p < n && b[p] == (c == '{' ? '}' : ']')) {
+        p++;
+        depth--;
+      } else if (c == '{') {
+        goto key;
+      } else {
+        continue;
+      }
+    } else if (c == '"') {
+      if (syntax_string(b, n, &p) != 0) return (double)p;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      if (syntax_number(b, n, &p) != 0) return (double)p;
+    } else if (c == 't' || c == 'f' || c == 'n') {
+      const char *word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+      size_t len = strlen(word);
+      if (p + len > n || memcmp(b + p, word, len) != 0) return (double)p;
+      p += len;
+    } else {
+      return (double)p;
+    }
+    /* after a value */
+    for (;;) {
+      if (depth == 0) return -1;
+      p = run_end(b, n, p, 1);
+      if (p >= n) return (double)p;
+      c = b[p];
+      if (c == (stack[depth] ? '}' : ']')) {
+        p++;
+        depth--;
+        continue;
+      }
+      if (c != ',') return (double)p;
+      p = run_end(b, n, p + 1, 1);
+      if (p < n && b[p] == (stack[depth] ? '}' : ']')) return (double)p; /* trailing comma */
+      if (stack[depth]) goto key;
+      break;
+    }
+    continue;
+  key:
+    if (p >= n || b[p] != '"' || syntax_string(b, n, &p) != 0) return (double)p;
+    p = run_end(b, n, p, 1);
+    if (p >= n || b[p] != ':') return (double)p;
+    p = run_end(b, n, p + 1, 1);
+  }
+}
+
+napi_value st_js_scan_run(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], result = NULL;
+  void *bytes = NULL;
+  size_t length = 0;
+  double from = 0, kind = 0, answer = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 3 &&
+      typed_array(env, argv[0], napi_uint8_array, &bytes, &length) == 0 &&
+      napi_get_value_double(env, argv[1], &from) == napi_ok && napi_get_value_double(env, argv[2], &kind) == napi_ok &&
+      from >= 0 && kind >= 0 && kind <= 2) {
+    size_t start = from < (double)length ? (size_t)from : length;
+    answer = (double)run_end(bytes, length, start, (int)kind);
+  }
+  napi_create_double(env, answer, &result);
+  return result;
+}
+
+napi_value st_js_find_syntax_error(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result = NULL;
+  void *bytes = NULL;
+  size_t length = 0;
+  double answer = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 1 &&
+      typed_array(env, argv[0], napi_uint8_array, &bytes, &length) == 0) {
+    answer = find_syntax_error(bytes, length);
+  }
+  napi_create_double(env, answer, &result);
+  return result;
+}

@@ -47,6 +47,8 @@ int st_unaccounted_supported(void);
 int st_unaccounted_arraybuffer(napi_env env, void *data, size_t length, napi_value *out);
 /* header_scan.c */
 napi_value st_js_scan_header(napi_env env, napi_callback_info info);
+napi_value st_js_scan_run(napi_env env, napi_callback_info info);
+napi_value st_js_find_syntax_error(napi_env env, napi_callback_info info);
 
 #define HUGE_PAGE_SIZE ((size_t)2 << 20)
 /* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
@@ -989,6 +991,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_property_descriptor props[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scanHeader", NULL, st_js_scan_header, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"scanRun", NULL, st_js_scan_run, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"findSyntaxError", NULL, st_js_find_syntax_error, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},
       {"preadInto", NULL, js_pread_into, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -3,6 +3,7 @@
  */
 import { isUtf8 } from "node:buffer";
 import { SafetensorsFile } from "./file.js";
+import { installAccelerators } from "./format/accelerators.js";
 import { CompactTensors } from "./format/compact-tensors.js";
 import { SafetensorError } from "./format/errors.js";
 import type { Header, HeaderOptions } from "./format/header.js";
@@ -13,8 +14,7 @@ import {
   type SerializeOptions,
   serialize,
 } from "./format/serialize.js";
-import { installUtf8Validator } from "./format/utf8.js";
-import { loadNative, nativeHeaderScanner, nativeStatus } from "./io/native.js";
+import { loadNative, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
 import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
 import { type AtomicWriteOptions, writeBuffersAt, writeFileAtomic } from "./io/node-write.js";
@@ -58,7 +58,7 @@ const PRIME_ROUNDS = 10;
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();
-installUtf8Validator(isUtf8);
+installAccelerators({ isUtf8, ...nativeJsonAccelerators() });
 primeOpenPath();
 
 export type Backend = "auto" | "mmap" | "pread";

@@ -10,6 +10,7 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { readHeaderJson, readHeaderJsonFast } from "../src/format/header.js";
 import { corpusAvailable, corpusDir, expectedFiles } from "./helpers/corpus.js";
+import { header } from "./helpers/headers.js";
 
 function strict(text: string) {
   try {
@@ -64,47 +65,6 @@ test("fast path returns null for what it cannot judge", () => {
   assert.notEqual(readHeaderJsonFast(`{"__metadata__":{"format":"pt"},"a":${entry}, "b" : ${entry} }`), null);
   assert.notEqual(readHeaderJsonFast(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":[[{"y":[]}]]}}`), null);
 });
-
-const name = fc.oneof(fc.string(), fc.constantFrom("__proto__", "constructor", "__metadata__", "7", "a", ""));
-const number = fc.oneof(
-  fc.nat(1000).map(String),
-  fc.constantFrom("-1", "-0", "1.5", "1e3", "18446744073709551616", "9007199254740993", "00", "1E400"),
-);
-const value: fc.Arbitrary<string> = fc.letrec((tie) => ({
-  value: fc.oneof(
-    { depthSize: "small" },
-    number,
-    fc.constantFrom("true", "false", "null", '"s"', '"\\ud83d\\ude00"'),
-    fc.array(tie("value"), { maxLength: 3 }).map((items) => `[${items.join(",")}]`),
-    fc
-      .array(fc.tuple(name, tie("value")), { maxLength: 3 })
-      .map((members) => `{${members.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(",")}}`),
-  ),
-})).value;
-const field = fc.oneof(
-  fc.tuple(fc.constant("dtype"), fc.constantFrom('"F32"', '"U8"', '"BF16"', '"f32"', "1", '{"F32":null}')),
-  fc.tuple(
-    fc.constant("shape"),
-    fc.array(number, { maxLength: 3 }).map((d) => `[${d.join(",")}]`),
-  ),
-  fc.tuple(
-    fc.constant("data_offsets"),
-    fc.array(number, { maxLength: 3 }).map((d) => `[${d.join(",")}]`),
-  ),
-  fc.tuple(name, value),
-);
-const header = fc
-  .array(
-    fc.tuple(
-      name,
-      fc.oneof(
-        fc.array(field, { maxLength: 5 }).map((fs) => `{${fs.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(",")}}`),
-        value,
-      ),
-    ),
-    { maxLength: 5 },
-  )
-  .map((members) => `{${members.map(([k, v]) => `${JSON.stringify(k)} : ${v}`).join(",")}}`);
 
 test("fast path agrees with the strict reader on random headers", () => {
   fc.assert(

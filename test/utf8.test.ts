@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { isUtf8 } from "node:buffer";
 import { test } from "node:test";
 import fc from "fast-check";
-import { decodesInPieces } from "../src/format/utf8.js";
+import { decodesInPieces } from "../src/format/accelerators.js";
 
 /** Bytes around the edges of UTF-8's rules, mixed with ASCII. */
 const edgeByte = fc.constantFrom(

@@ -8,6 +8,7 @@
  * (the reference fails a bad 99 MB header in ~40 ms and ~105 MiB; a decoded copy alone would double that memory).
  * Only the strings the parser keeps are decoded, each on its own.
  */
+import { installed, RUN_DIGITS, RUN_STRING, RUN_WHITESPACE } from "./accelerators.js";
 import { SafetensorError } from "./errors.js";
 
 /** serde_json refuses to enter a 128th level of nesting. */
@@ -36,6 +37,13 @@ export class JsonFloat {
     return tokenText(this.bytes, this.start, this.end);
   }
 }
+
+/**
+ * Runs (of whitespace, digits, plain string contents) longer than this are finished by the installed native scanner
+ * when there is one: a call costs ~0.1 µs, a 99 MB run ~10 ms there against ~50 ms here (optimized) or seconds
+ * (before V8 optimizes the loop, which it does on a background thread that a loaded machine may not run for a while).
+ */
+const LONG_RUN = 256;
 
 /** End of input, for `peek()` and friends. */
 const EOF = -1;
@@ -80,10 +88,15 @@ export class JsonCursor {
     const bytes = this.bytes;
     const length = this.length;
     let pos = this.pos;
+    let budget = LONG_RUN;
     while (pos < length) {
       const c = bytes[pos]!;
       if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) pos++;
       else break;
+      if (--budget === 0 && installed.scanRun) {
+        pos = installed.scanRun(bytes, pos, RUN_WHITESPACE);
+        break;
+      }
     }
     this.pos = pos;
   }
@@ -112,6 +125,23 @@ export class JsonCursor {
    * The opening `{` must be the next significant character.
    */
   object(member: (key: string, keyAt: number) => void): void {
+    this.members(() => this.string(), member);
+  }
+
+  /** Read a string token and say whether it is `name` (ASCII), decoding it only when it has escapes. */
+  keyIs(name: string): boolean {
+    if (this.peek() !== 0x22) this.fail("expected a string");
+    const start = this.pos;
+    const end = this.stringEnd(start + 1);
+    if (this.escaped) return this.string() === name;
+    this.pos = end + 1;
+    if (end - start - 1 !== name.length) return false;
+    for (let i = 0; i < name.length; i++) if (this.bytes[start + 1 + i] !== name.charCodeAt(i)) return false;
+    return true;
+  }
+
+  /** Like {@link object}, with each key read by `readKey` (the cursor on its opening quote), which must consume it. */
+  members<K>(readKey: () => K, member: (key: K, keyAt: number) => void): void {
     this.expect(0x7b, "`{`");
     this.enter();
     if (this.peek() === 0x7d) {
@@ -122,7 +152,7 @@ export class JsonCursor {
     for (;;) {
       if (this.peek() !== 0x22) this.fail(this.atEnd() ? "EOF while parsing an object" : "key must be a string");
       const keyAt = this.pos;
-      const key = this.string();
+      const key = readKey();
       this.expect(0x3a, "`:`");
       member(key, keyAt);
       const c = this.peek();
@@ -202,6 +232,7 @@ export class JsonCursor {
       // Plain contents four bytes at a time: no byte below 0x20, no `"`, no `\\` in the word (the usual bit tricks for
       // "has a byte less than n" and "has a zero byte"). A 100 MB string costs ~4x fewer steps.
       if ((pos - wordsFrom) % 4 === 0) {
+        let budget = LONG_RUN / 4;
         while (pos + 4 <= wordsEnd) {
           const w = words[(pos - wordsFrom) >> 2]!;
           const quote = w ^ 0x22222222;
@@ -214,6 +245,10 @@ export class JsonCursor {
             break;
           }
           pos += 4;
+          if (--budget === 0 && installed.scanRun) {
+            pos = installed.scanRun(bytes, pos, RUN_STRING);
+            break;
+          }
         }
       }
       if (pos >= length) this.fail("EOF while parsing a string", pos);
@@ -342,8 +377,10 @@ export class JsonCursor {
       pos++;
       if ((pos - wordsFrom) % 4 === 0 && pos >= wordsFrom) {
         let index = (pos - wordsFrom) >> 2;
-        while (index < words.length && allDigits(words[index]!)) index++;
+        const stop = Math.min(words.length, index + LONG_RUN / 4);
+        while (index < stop && allDigits(words[index]!)) index++;
         pos = wordsFrom + 4 * index;
+        if (index === stop && installed.scanRun) return installed.scanRun(bytes, pos, RUN_DIGITS);
       }
     }
   }

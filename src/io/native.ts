@@ -22,6 +22,7 @@
 import { closeSync, fstatSync, openSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { markAsUntransferable } from "node:worker_threads";
+import type { Accelerators } from "../format/accelerators.js";
 import { SafetensorError } from "../format/errors.js";
 import { type AddonOrigin, addonCandidates, loadFirst } from "./native-load.js";
 
@@ -71,6 +72,12 @@ export interface NativeAddon {
   stats(): NativeStats;
   /** See native/header_scan.c: numbers written to `out`, -1 (not the simple form), -2 (`out` too small). */
   scanHeader(bytes: Uint8Array, out: Float64Array): number;
+  /**
+   * Hostile-header helpers (native/header_scan.c; see src/format/accelerators.ts). Optional: a build without them
+   * loads and the reader runs its JavaScript loops instead, with the same results.
+   */
+  scanRun?(bytes: Uint8Array, from: number, kind: number): number;
+  findSyntaxError?(bytes: Uint8Array): number;
   readonly pageSize: number;
   readonly hugePageSize: number;
   readonly maxWindowLength: number;
@@ -416,6 +423,16 @@ export function nativeHeaderScanner(): ((headerBytes: Uint8Array) => Float64Arra
       count = scan(headerBytes, scanRecords);
     }
     return count >= 0 ? scanRecords.subarray(0, count) : null;
+  };
+}
+
+/** The addon's hostile-header helpers, for `installAccelerators` (none without the addon or in an older build). */
+export function nativeJsonAccelerators(): Pick<Accelerators, "scanRun" | "findSyntaxError"> {
+  const addon = loadNative();
+  const { scanRun, findSyntaxError } = addon ?? {};
+  return {
+    ...(typeof scanRun === "function" ? { scanRun: scanRun.bind(addon) } : {}),
+    ...(typeof findSyntaxError === "function" ? { findSyntaxError: findSyntaxError.bind(addon) } : {}),
   };
 }
 
