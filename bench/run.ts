@@ -11,6 +11,7 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { FIGURES } from "./figures/index.js";
 import { acceptance } from "./harness/acceptance.js";
+import { STRIPPED_ENV } from "./harness/child.js";
 import { prepareFiles } from "./harness/files.js";
 import { historyRun, readHistory, writeHistory } from "./harness/history.js";
 import { runHostile } from "./harness/hostile.js";
@@ -87,6 +88,7 @@ async function main(): Promise<number> {
     notes.push(`the reference is safetensors ${reference.versions.safetensors}; the goals compare against 0.8.0`);
   }
   const python = reference.available ? reference.python : null;
+  if (options.keepEnv) STRIPPED_ENV.length = 0;
   const machine = machineInfo(python, options.timeoutMs);
   progress(
     `machine: ${machine.cpu}, THP ${machine.thp.enabled}, 4 KiB first touch ${machine.pageFaultUs?.toFixed(2) ?? "?"} µs`,

@@ -69,6 +69,7 @@ const PURE = [
   "src/edit/bounds.ts",
   "src/edit/cast.ts",
   "src/remote/sharded.ts",
+  "src/remote/location.ts",
 ];
 
 test("pure modules import nothing from Node", () => {

@@ -156,7 +156,14 @@ function tsconfig(dir: string, name: string, options: Record<string, unknown>, f
 describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", { skip: skipReason }, () => {
   test("the tarball holds the built code, the prebuilt addon and the sources to rebuild it, not tests", (t) => {
     if (skipReason) return t.skip(skipReason);
-    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/node.d.ts", "bin/safetensors.js"]) {
+    for (const file of [
+      "dist/index.js",
+      "dist/index.d.ts",
+      "dist/node.js",
+      "dist/node.d.ts",
+      "bin/safetensors.js",
+      "dist/bundle/cli.js",
+    ]) {
       assert.ok(packed.includes(file), `${file} is not in the tarball`);
     }
     for (const file of ["binding.gyp", "native/safetensors_native.c", "native/copy.c", "scripts/build-native.mjs"]) {

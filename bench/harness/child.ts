@@ -17,6 +17,15 @@ export function lastLines(text: string, n: number): string {
 }
 
 /**
+ * Variables removed from every child's environment (both sides), unless `npm run bench -- --keep-env`.
+ * NODE_EXTRA_CA_CERTS makes Node 20 parse the whole certificate bundle at start-up, before any script runs
+ * (node::crypto::UseExtraCaCerts: 412 M of the 502 M instructions of `node -e 0` with a 220 KB bundle, callgrind);
+ * a machine's proxy setting that no figure here uses (nothing goes to the network) and that a default install does
+ * not have. The report says whether it was set and what a start-up costs with and without it, measured in the run.
+ */
+export const STRIPPED_ENV: string[] = ["NODE_EXTRA_CA_CERTS"];
+
+/**
  * Run a child with a timeout. `env`: variables to set (a string) or remove (undefined) on top of ours. `protocol`:
  * whether the child prints a `RESULT {json}` line (workers) or is a plain command that must exit 0.
  */
@@ -28,6 +37,7 @@ export function runChild(
 ): ChildRun {
   const [command, ...args] = argv as [string, ...string[]];
   const childEnv: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: "1" };
+  for (const key of STRIPPED_ENV) delete childEnv[key];
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined) delete childEnv[key];
     else childEnv[key] = value;

@@ -4,7 +4,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { BENCH_DIR, REPO_DIR } from "../spec.js";
-import { runChild } from "./child.js";
+import { runChild, STRIPPED_ENV } from "./child.js";
 
 export interface Machine {
   cpu: string;
@@ -19,6 +19,8 @@ export interface Machine {
   pageFaultProbe: string;
   commit: string;
   loadStart: string;
+  /** Variables set here that the children run without (STRIPPED_ENV), and `node -e 0` medians with and without. */
+  startup: { stripped: string[]; withMs: number | null; withoutMs: number | null };
 }
 
 function readText(file: string): string {
@@ -69,6 +71,24 @@ function probePageFaults(python: string | null, timeoutMs: number): { us: number
     : { us: null, how: `probe failed: ${child.stderr?.trim().slice(0, 200) ?? "no output"}` };
 }
 
+/** Median wall time of `node -e 0` (7 fresh processes) with the environment as given and as the children get it. */
+function probeStartup(timeoutMs: number): Machine["startup"] {
+  const stripped = STRIPPED_ENV.filter((key) => process.env[key] !== undefined);
+  const median = (env: NodeJS.ProcessEnv): number | null => {
+    const times: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const start = performance.now();
+      const child = spawnSync(process.execPath, ["-e", "0"], { env, timeout: timeoutMs });
+      if (child.status !== 0) return null;
+      times.push(performance.now() - start);
+    }
+    return times.sort((a, b) => a - b)[3]!;
+  };
+  const without = { ...process.env };
+  for (const key of STRIPPED_ENV) delete without[key];
+  return { stripped, withMs: stripped.length > 0 ? median(process.env) : null, withoutMs: median(without) };
+}
+
 export function machineInfo(python: string | null, timeoutMs: number): Machine {
   const cpuinfo = readText("/proc/cpuinfo");
   const model = /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? "unknown";
@@ -88,6 +108,7 @@ export function machineInfo(python: string | null, timeoutMs: number): Machine {
     pageFaultProbe: probe.how,
     commit: gitCommit(),
     loadStart: loadAverage(),
+    startup: probeStartup(timeoutMs),
   };
 }
 

@@ -20,11 +20,13 @@ export interface Options {
   results: string | null;
   /** The run history merged into the report (and appended to), or null. */
   history: string | null;
+  /** Keep STRIPPED_ENV in the children's environment (measure the machine as it is set up). */
+  keepEnv: boolean;
   argv: string[];
 }
 
 export const USAGE = `usage: npm run bench -- [--runs N] [--json PATH] [--only NAME[,NAME]] [--no-reference] [--timeout SECONDS]
-                        [--out-dir DIR] [--results PATH] [--history PATH]
+                        [--out-dir DIR] [--results PATH] [--history PATH] [--keep-env]
 
   --runs N         counted runs per side (default 5), after one uncounted warm-up each; sides are interleaved
   --json PATH      write every figure's figures as JSON
@@ -34,7 +36,9 @@ export const USAGE = `usage: npm run bench -- [--runs N] [--json PATH] [--only N
   --out-dir DIR    where the checkpoint files live or are made (default bench/out; env SAFETENSORS_BENCH_DIR)
   --results PATH   markdown report (default bench/RESULTS.md on full runs, none with --only)
   --history PATH   earlier runs' medians, merged into the report and appended to by this run
-                   (default bench/history.json when the report is bench/RESULTS.md)`;
+                   (default bench/history.json when the report is bench/RESULTS.md)
+  --keep-env       run the children with NODE_EXTRA_CA_CERTS as set here (removed by default: Node parses that
+                   certificate bundle at every start-up; the report shows the start-up cost both ways)`;
 
 export function parseOptions(argv: string[]): Options | "help" {
   const { values } = parseArgs({
@@ -48,6 +52,7 @@ export function parseOptions(argv: string[]): Options | "help" {
       "out-dir": { type: "string" },
       results: { type: "string" },
       history: { type: "string" },
+      "keep-env": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -93,6 +98,7 @@ export function parseOptions(argv: string[]): Options | "help" {
     outDir,
     results,
     history,
+    keepEnv: values["keep-env"] === true,
     argv,
   };
 }

@@ -176,6 +176,7 @@ export function markdownReport(run: Run): string {
     `- Page-fault cost (first touch of a fresh 4 KiB page): ${m.pageFaultUs === null ? "unknown" : `${m.pageFaultUs.toFixed(2)} µs`} (${m.pageFaultProbe})`,
     `- Node ${m.node}; reference: ${reference.available ? `Python ${reference.versions.python}, torch ${reference.versions.torch}, safetensors ${reference.versions.safetensors}` : `skipped (${reference.reason})`}`,
     `- Load average (1/5/15 min) at start: ${m.loadStart}, at end: ${loadAverage()} (the machine may be shared)`,
+    `- Node start-up (\`node -e 0\`, median of 7): ${startupLine(m.startup)}`,
     `- Runs per side: ${options.runs} (+1 warm-up), each in a fresh process, sides interleaved`,
     "",
   );
@@ -284,4 +285,11 @@ export function jsonReport(run: Run): unknown {
     hostile: run.hostile.status === "ok" ? { status: "ok", rows: run.hostile.rows } : run.hostile,
     notes: run.notes,
   };
+}
+
+function startupLine(startup: Machine["startup"]): string {
+  const ms = (v: number | null) => (v === null ? "failed" : `${v.toFixed(1)} ms`);
+  if (startup.stripped.length === 0) return `${ms(startup.withoutMs)} (children ran with the environment as given)`;
+  const names = startup.stripped.map((k) => `\`${k}\``).join(", ");
+  return `${ms(startup.withMs)} with ${names} as this machine sets it, ${ms(startup.withoutMs)} without; every child (both sides) ran without it (\`--keep-env\` keeps it)`;
 }

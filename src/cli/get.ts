@@ -2,7 +2,8 @@
 import { toFloat32 } from "../codecs/index.js";
 import type { TensorInfo } from "../format/header.js";
 import { writeAllAt, writeFileAtomic } from "../io/node-write.js";
-import { openFile, type Tensor } from "../node.js";
+import { openFile } from "../node-files.js";
+import type { Tensor } from "../tensor.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { writeBytesToStdout } from "./io.js";

@@ -2,9 +2,10 @@
 import { createHash, type Hash } from "node:crypto";
 import * as fs from "node:fs";
 import type { AsyncSafetensorsFile } from "../async-file.js";
+import type { SafetensorsFile } from "../file.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import type { Header, TensorInfo } from "../format/header.js";
-import type { Backend, SafetensorsFile } from "../node.js";
+import type { Backend } from "../node-files.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { openInput, stdinAsPath, streamStdin } from "./input.js";

@@ -3,7 +3,7 @@ import * as fs from "node:fs";
 import type { Header } from "../format/header.js";
 import { openAsync } from "../io/node-async.js";
 import { createWriter } from "../io/stream-writer.js";
-import { openFile } from "../node.js";
+import { openFile } from "../node-files.js";
 import { type RankSource, readRankParts } from "../rank/load.js";
 import { LLAMA_RULES, parseRankRules, planRankLoad } from "../rank/plan.js";
 import { openShardedAsync } from "../remote/sharded.js";

@@ -4,12 +4,14 @@
  * reading is SourceChanged), HF_* and AWS_* settings from the environment.
  */
 import type { AsyncSafetensorsFile } from "../async-file.js";
-import { isRemoteLocation, openAsync } from "../io/node-async.js";
+import { isRemoteLocation } from "../remote/location.js";
 
 export { isRemoteLocation };
 
 /** Open a remote location; `use` runs with the file, which is closed afterwards. */
 export async function withRemote<T>(location: string, use: (file: AsyncSafetensorsFile) => Promise<T>): Promise<T> {
+  // Loaded on first use: the remote readers (fetch, SigV4) are not part of a local command's start-up.
+  const { openAsync } = await import("../io/node-async.js");
   const file = await openAsync(location);
   try {
     return await use(file);

@@ -14,7 +14,7 @@ import { SafetensorError } from "../format/errors.js";
 import type { HeaderOptions, TensorInfo } from "../format/header.js";
 import { ioError, preadInto } from "../io/node-file.js";
 import { writeAllAt } from "../io/node-write.js";
-import { openFile } from "../node.js";
+import { openFile } from "../node-files.js";
 import { type ByteRange, fetchRanges, parseSliceSpec, planSlice, type SliceIndex } from "../slice/index.js";
 import { checkSliceBounds } from "./bounds.js";
 import { type JournalRecord, readRegion, recoverFile, removeJournal, undoRecords, writeJournal } from "./journal.js";

@@ -99,11 +99,6 @@ export function withEnvironment(
   };
 }
 
-/** True for what `openAsync` reads over the network: http(s)://, hf://, s3:// locations. */
-export function isRemoteLocation(input: string): boolean {
-  return /^(https?|hf|s3):\/\//i.test(input);
-}
-
 /**
  * `open` for Node: a path opens a local file with a FileHandle; `s3://BUCKET/KEY` reads an object store (SigV4 when
  * credentials are set); http(s)://, hf://, Blobs, bytes and sources as in the core's `open`. Hub and AWS settings

@@ -10,7 +10,7 @@ import type { Header } from "../format/header.js";
 import type { MetadataInput, NamedTensors, TensorLike } from "../format/serialize.js";
 import { ioError } from "../io/node-file.js";
 import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "../io/node-write.js";
-import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node.js";
+import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node-files.js";
 import type { Tensor } from "../tensor.js";
 import {
   checkShards,

@@ -1,0 +1,201 @@
+/**
+ * Local files: openFile / loadFile / saveFile and the backend choice. No work at import (the public Node entry,
+ * node.ts, loads the addon and warms the open path when it is imported; the CLI imports this module directly and
+ * opens one file per process, where that warm-up would only cost).
+ */
+import { isUtf8 } from "node:buffer";
+import { SafetensorsFile } from "./file.js";
+import { installAccelerators } from "./format/accelerators.js";
+import { CompactTensors } from "./format/compact-tensors.js";
+import { SafetensorError } from "./format/errors.js";
+import type { Header, HeaderOptions } from "./format/header.js";
+import {
+  type MetadataInput,
+  type NamedTensors,
+  planSerialization,
+  type SerializeOptions,
+  serialize,
+} from "./format/serialize.js";
+import { loadNative, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
+import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
+import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
+import { type AtomicWriteOptions, writeBuffersAt, writeFileAtomic } from "./io/node-write.js";
+import { MemorySource, type SyncByteSource } from "./io/source.js";
+import { Tensor, tensorOfInfo } from "./tensor.js";
+
+/** Rounds of the warm-up at import (each opens a 48-tensor header held in memory). */
+const PRIME_ROUNDS = 10;
+
+// The header reader's faster loops (Node's UTF-8 check, the addon's scanners) for every reader of local files, the
+// CLI included; installing them loads the optional addon.
+installAccelerators({ isUtf8, ...nativeJsonAccelerators() });
+
+export type Backend = "auto" | "mmap" | "pread";
+
+export interface OpenFileOptions extends HeaderOptions {
+  /**
+   * "mmap" maps the file (zero-copy views, valid until `close()`; needs the native addon), "pread" reads each tensor
+   * with positional reads into memory the caller owns, "auto" (default) uses mmap when the addon is available.
+   */
+  backend?: Backend;
+}
+
+/** The backend "auto" resolves to here: mmap when the native addon is loaded, else pread. */
+export function defaultBackend(): "mmap" | "pread" {
+  return loadNative() ? "mmap" : "pread";
+}
+
+function openSource(path: string, backend: Backend, populate = false): SyncByteSource {
+  const resolved = backend === "auto" ? defaultBackend() : backend;
+  if (resolved === "mmap") {
+    if (!loadNative()) {
+      throw new SafetensorError(
+        "BackendUnavailable",
+        `the mmap backend needs the native addon, which is not available (${nativeStatus().reason}); use backend "pread"`,
+      );
+    }
+    return MmapSource.open(path, { populate });
+  }
+  if (resolved === "pread") return PreadSource.open(path, ownedAllocator);
+  throw new SafetensorError("BackendUnavailable", `unknown backend ${JSON.stringify(backend)}`);
+}
+
+/** Open a file lazily: validates the header, reads tensors on demand. Close it (or use `using`) when done. */
+export function openFile(path: string, options: OpenFileOptions = {}): SafetensorsFile {
+  return SafetensorsFile.open(openSource(path, options.backend ?? "auto"), options);
+}
+
+export interface LoadFileOptions extends OpenFileOptions {
+  /**
+   * Make every byte resident before returning. mmap: every page of the mapping is touched by several threads, so
+   * reading the tensors never faults; pread reads everything in any case. Default false: with mmap nothing is read until a tensor's bytes are used, as the reference's
+   * `load_file` does.
+   */
+  populate?: boolean;
+  /** pread backend: largest single read buffer (default and maximum 2^32, Node 20's largest Uint8Array). */
+  maxBufferBytes?: number;
+}
+
+/**
+ * Every tensor of a file, in file order. With "mmap" (what "auto" picks when the addon is there) the tensors are
+ * zero-copy views of the mapped file, kept alive by the tensors themselves and unmapped when the last is garbage
+ * collected (there is nothing to close); nothing is read until used, unless `populate`. With "pread" the data region
+ * is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory the tensors own.
+ */
+export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
+  const source = openSource(path, options.backend ?? "auto", options.populate === true);
+  const file = SafetensorsFile.open(source, options);
+  const tensors = new Map<string, Tensor>();
+  if (source instanceof MmapSource) {
+    viewsOf(file.header, source, tensors);
+    source.releaseDescriptor();
+    return tensors;
+  }
+  const maxBuffer = Math.min(options.maxBufferBytes ?? MAX_BUFFER_BYTES, MAX_BUFFER_BYTES);
+  try {
+    const infos = [...file.header.tensors.values()];
+    for (let first = 0; first < infos.length; ) {
+      // Group consecutive tensors into one read of at most maxBuffer bytes.
+      const groupStart = infos[first]!.dataOffsets[0];
+      let last = first;
+      while (last + 1 < infos.length && infos[last + 1]!.dataOffsets[1] - groupStart <= maxBuffer) last++;
+      const groupEnd = infos[last]!.dataOffsets[1];
+      if (groupEnd - groupStart > maxBuffer) {
+        const big = infos[first]!;
+        throw new SafetensorError(
+          "TooLarge",
+          `tensor ${JSON.stringify(big.name)} is ${big.byteLength} bytes; one buffer holds at most ${maxBuffer} in this runtime: use openFile() and getSlice()`,
+          { tensor: big.name },
+        );
+      }
+      const bytes = file.readRange(file.header.dataStart + groupStart, groupEnd - groupStart);
+      for (let i = first; i <= last; i++) {
+        const info = infos[i]!;
+        const begin = info.dataOffsets[0] - groupStart;
+        tensors.set(info.name, tensorOfInfo(info, bytes.subarray(begin, begin + info.byteLength)));
+      }
+      first = last + 1;
+    }
+    return tensors;
+  } finally {
+    file.close();
+  }
+}
+
+/** Every tensor of `header` as a view from `source`, added to `into` in file order. */
+function viewsOf(header: Header, source: SyncByteSource, into: Map<string, Tensor>): void {
+  const start = header.dataStart;
+  const tensors = header.tensors;
+  if (tensors instanceof CompactTensors) {
+    tensors.forEachSpan((name, dtype, shape, begin, byteLength) => {
+      into.set(name, tensorOfInfo({ dtype: dtype.name, shape }, source.read(start + begin, byteLength)));
+    });
+    return;
+  }
+  for (const info of tensors.values()) {
+    into.set(info.name, tensorOfInfo(info, source.read(start + info.dataOffsets[0], info.byteLength)));
+  }
+}
+
+export interface SaveFileOptions extends SerializeOptions, AtomicWriteOptions {}
+
+/**
+ * Write tensors (and optional string metadata) to `path` atomically: a temporary file in the same directory replaces
+ * the target only when complete; on any failure the target is untouched and no temporary file is left.
+ */
+export function saveFile(
+  path: string,
+  tensors: NamedTensors,
+  metadata?: MetadataInput,
+  options: SaveFileOptions = {},
+): void {
+  const plan = planSerialization(tensors, metadata, options);
+  // One vectored write per 1024 tensors or 1 GiB: a checkpoint of many small tensors costs a few system calls.
+  writeFileAtomic(path, (fd) => writeBuffersAt(fd, [plan.header, ...plan.tensors.map((t) => t.data)], 0), options);
+}
+
+/**
+ * Runs the open path over a small built-in header when the module loads, so that V8 compiles it then rather than
+ * inside the first `openFile`: lazy compilation and cold inline caches made a first
+ * open several times slower than the next ones. The native scanner and the open-and-read call are exercised too
+ * (the first call of each paid for symbol binding and page faults of the addon's code). Counted in import time.
+ */
+export function primeOpenPath(): void {
+  const tensors = new Map<string, Tensor>();
+  for (let i = 0; i < 48; i++) {
+    tensors.set(`model.layers.${i}.weight`, new Tensor(i % 2 ? "F16" : "BF16", [2, 2], new Uint8Array(8)));
+  }
+  const bytes = serialize(tensors, { format: "pt" });
+  const scanHeader = nativeHeaderScanner();
+  for (let round = 0; round < PRIME_ROUNDS; round++) {
+    const source = new MemorySource(bytes);
+    // The JavaScript reader on two rounds (it reads headers the native one leaves to it), the native one on the others.
+    if (scanHeader && round >= 2) Object.assign(source, { scanHeader });
+    const file = SafetensorsFile.open(source);
+    for (const name of file.offsetKeys()) file.getTensor(name);
+    viewsOf(file.header, source, new Map());
+    file.close();
+  }
+  const addonPath = nativeStatus().path;
+  if (loadNative() && addonPath) {
+    // The addon's own file (tens of KiB: past the bytes read at open) stands in for a checkpoint: open it both ways,
+    // read from the head, through the mapping and by pread, and close.
+    try {
+      for (const backend of ["mmap", "pread"] as const) {
+        const source = openSource(addonPath, backend);
+        try {
+          source.read(0, 8);
+          const info = { dtype: "U8", shape: Object.freeze([64]) } as const;
+          for (let at = HEAD_BYTES; at + 64 <= source.byteLength && at < HEAD_BYTES + 48 * 64; at += 64) {
+            tensorOfInfo(info, source.read(at, 64));
+          }
+          if (source.byteLength > HEAD_BYTES + 64) source.readOwned(HEAD_BYTES, 64);
+        } finally {
+          source.close();
+        }
+      }
+    } catch {
+      // Only a warm-up: an addon file that cannot be read again changes nothing.
+    }
+  }
+}
