@@ -2,8 +2,9 @@
  * Crash and fault tests of the writers.
  *
  * Crashes: a child process (test/helpers/write-child.ts, bundled to plain JS once so each child starts in tens of
- * milliseconds) writes a file with `saveFile`, the streaming writer or `saveSharded` (a checkpoint directory: each
- * file must be old or new, the directory as a whole may mix them, as huggingface_hub's saves do) and stops before each of its file-system calls
+ * milliseconds) writes a file with `saveFile` or the streaming writer, or a checkpoint directory with `saveSharded` or
+ * the `shard` command (the directory as a whole must be the old checkpoint or the new one, see
+ * src/shards/save-commit.ts), and stops before each of its file-system calls
  * until the parent answers; the parent SIGKILLs it at a point chosen by the seed, either while it waits there or just
  * after letting it go on (the kill then lands inside the next call). Whatever the point, the target must be absent
  * or its old bytes, or the complete new file; and the next write to the same target must leave no temporary file.
@@ -18,10 +19,12 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { build } from "esbuild";
+import { main as cli } from "../src/cli/main.js";
 import {
   createWriter,
   isSafetensorError,
   openFile,
+  openSharded,
   type SafetensorErrorCode,
   saveFile,
   saveSharded,
@@ -88,8 +91,15 @@ interface Outcome {
  * Run the child on `op`, SIGKILLing it before its `killAt`-th file-system call: while it waits there, or
  * (`killAfterGo`) right after letting it go on, so that the kill lands inside that call or soon after.
  */
-async function runChild(op: Op | "sharded", target: string, seed: number, killAt: number, killAfterGo: boolean) {
-  const proc = spawn(process.execPath, [child, op, target, String(seed)], {
+async function runChild(
+  op: Op | ShardedOp,
+  target: string,
+  seed: number,
+  killAt: number,
+  killAfterGo: boolean,
+  extra: string[] = [],
+) {
+  const proc = spawn(process.execPath, [child, op, target, String(seed), ...extra], {
     env: { ...process.env, WRITE_CHILD_STOP_AT: String(killAt) },
     stdio: ["pipe", "pipe", "pipe"],
   });
@@ -153,11 +163,16 @@ async function trial(op: Op, seed: number): Promise<Outcome> {
   return { killed, target: seen, tempLeft };
 }
 
-/** The files of a directory (not temporary ones) and their bytes. */
+/** Names a save leaves only while it runs (or when killed): temporary and staged files, commit records. */
+const isTransient = (name: string) =>
+  name.includes(TEMP) || name.includes(".safetensors-stage-") || name.endsWith(".safetensors-commit");
+
+/** The files of a directory (not transient ones) and their bytes. */
 function snapshot(dir: string): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
+  if (!fs.existsSync(dir)) return files;
   for (const name of fs.readdirSync(dir).sort()) {
-    if (!name.includes(TEMP)) files.set(name, fs.readFileSync(path.join(dir, name)));
+    if (!isTransient(name)) files.set(name, fs.readFileSync(path.join(dir, name)));
   }
   return files;
 }
@@ -166,58 +181,101 @@ function sameFiles(a: ReadonlyMap<string, Buffer>, b: ReadonlyMap<string, Buffer
   return a.size === b.size && [...a].every(([name, bytes]) => b.get(name)?.equals(bytes) === true);
 }
 
+type ShardedOp = "sharded" | "shard";
+
+/** Shards of `plan` written into `into` by saveSharded, or by the `shard` command from `input` (the plan's file). */
+async function saveCheckpoint(op: ShardedOp, into: string, plan: ReturnType<typeof writePlan>, input: string) {
+  if (op === "sharded") {
+    saveSharded(into, plan.tensors, { maxShardSize: SHARD_SIZE, metadata: plan.metadata });
+    return;
+  }
+  fs.writeFileSync(input, serialize(plan.tensors, plan.metadata));
+  let stderr = "";
+  const io = {
+    stdout: () => {},
+    stderr: (text: string) => {
+      stderr += text;
+    },
+  };
+  const status = await cli(["shard", input, into, "--max-shard-size", SHARD_SIZE], io);
+  assert.equal(status, 0, stderr);
+}
+
 /**
- * A crash trial of saveSharded over a checkpoint directory (with an older checkpoint of another shard count in it,
- * for two seeds in three): every shard and index file is, byte for byte, the old file of that name or the new one.
+ * A crash trial of saveSharded or of the `shard` command over a checkpoint directory (holding an older checkpoint of
+ * another shard count, for two seeds in three). The directory as a whole must be the old checkpoint or the new one:
+ * as it is found (a reader that knows nothing of commit records sees one of them unless the kill came after the
+ * commit point) and as `openSharded` opens it (which finishes a committed save first).
  */
-async function shardedTrial(seed: number): Promise<Outcome> {
-  const dir = fs.mkdtempSync(path.join(root, `sharded-${seed}-`));
+async function shardedTrial(op: ShardedOp, seed: number): Promise<ShardedOutcome> {
+  const dir = fs.mkdtempSync(path.join(root, `${op}-${seed}-`));
   const target = path.join(dir, "checkpoint");
+  const input = path.join(dir, "in.safetensors");
   const plan = writePlan(seed, 300, 3000);
-  const save = (into: string, p: typeof plan) =>
-    saveSharded(into, p.tensors, { maxShardSize: SHARD_SIZE, metadata: p.metadata });
-  save(path.join(dir, "expected"), plan);
+  await saveCheckpoint(op, path.join(dir, "expected"), plan, path.join(dir, "expected-in.safetensors"));
   const expected = snapshot(path.join(dir, "expected"));
   assert.ok(expected.size >= 4, `only ${expected.size} files: the plan should make several shards`);
   let old = new Map<string, Buffer>();
   if (seed % 3 !== 0) {
-    save(target, writePlan(seed + 1_000_000, 150 + (seed % 5) * 60, 3000));
+    await saveCheckpoint(op, target, writePlan(seed + 1_000_000, 150 + (seed % 5) * 60, 3000), input);
     old = snapshot(target);
   }
-  const { killed, code, stdout, stderr } = await runChild("sharded", target, seed, (seed * 7) % 36, seed % 2 === 1);
+  if (op === "shard") fs.writeFileSync(input, serialize(plan.tensors, plan.metadata));
+  const killAt = (seed * 11) % 46;
+  const { killed, code, stdout, stderr } = await runChild(op, target, seed, killAt, seed % 2 === 1, [input]);
   if (!killed) assert.equal(code, 0, `child failed: ${stdout} ${stderr}`);
-  const after = fs.existsSync(target) ? snapshot(target) : new Map<string, Buffer>();
-  for (const [name, bytes] of after) {
-    const whole = old.get(name)?.equals(bytes) || expected.get(name)?.equals(bytes);
-    assert.ok(whole, `seed ${seed}: ${name} is neither its old bytes nor its new ones`);
+  const pending = fs.existsSync(target) && fs.readdirSync(target).some((name) => name.endsWith(".safetensors-commit"));
+  const state = (files: Map<string, Buffer>): Outcome["target"] =>
+    files.size === 0 ? "absent" : sameFiles(files, expected) ? "new" : sameFiles(files, old) ? "old" : "mixed";
+  if (!pending) {
+    assert.notEqual(state(snapshot(target)), "mixed", `seed ${seed}: old and new files mixed, and no commit record`);
   }
-  const seen: Outcome["target"] =
-    after.size === 0 ? "absent" : sameFiles(after, expected) ? "new" : sameFiles(after, old) ? "old" : "mixed";
+  let seen = state(snapshot(target));
+  if (seen !== "absent" || pending) {
+    // openSharded finishes a committed save, then reads one consistent set.
+    using opened = openSharded(target);
+    seen = state(snapshot(target));
+    assert.ok(seen === "old" || seen === "new", `seed ${seed}: after openSharded the directory is ${seen}`);
+    const tensors = seen === "new" ? plan.tensors : null;
+    if (tensors) for (const [name, t] of tensors) assert.deepEqual(opened.getTensor(name).data, t.data);
+    if (pending) assert.equal(seen, "new", `seed ${seed}: a committed save was not finished`);
+  }
+  if (seen === "absent") assert.equal(old.size, 0, `seed ${seed}: the old checkpoint disappeared`);
   if (!killed) assert.equal(seen, "new", `seed ${seed}: the child finished but the directory is ${seen}`);
-  const tempLeft = fs.existsSync(target) && temps(target).length > 0;
-  save(target, plan);
-  assert.deepEqual(temps(target), [], `seed ${seed}: a temporary file survived the next save`);
+  const leftovers = fs.existsSync(target) ? fs.readdirSync(target).filter(isTransient) : [];
+  await saveCheckpoint(op, target, plan, input);
+  assert.deepEqual(fs.readdirSync(target).filter(isTransient), [], `seed ${seed}: a leftover survived the next save`);
   assert.ok(sameFiles(snapshot(target), expected));
   fs.rmSync(dir, { recursive: true, force: true });
-  return { killed, target: seen, tempLeft };
+  return { killed, target: seen, tempLeft: leftovers.length > 0, pending };
 }
 
-async function trials(op: Op | "sharded", seeds: number[], parallel = 4): Promise<Outcome[]> {
-  const outcomes: Outcome[] = [];
-  const one = (seed: number) => (op === "sharded" ? shardedTrial(seed) : trial(op, seed));
+interface ShardedOutcome extends Outcome {
+  /** Killed after the commit point: a commit record was left for the next reader or writer to finish. */
+  pending: boolean;
+}
+
+async function trials(op: Op | ShardedOp, seeds: number[], parallel = 4): Promise<(Outcome & { pending?: boolean })[]> {
+  const outcomes: (Outcome & { pending?: boolean })[] = [];
+  const one = (seed: number) => (op === "sharded" || op === "shard" ? shardedTrial(op, seed) : trial(op, seed));
   for (let i = 0; i < seeds.length; i += parallel) {
     outcomes.push(...(await Promise.all(seeds.slice(i, i + parallel).map(one))));
   }
   return outcomes;
 }
 
-/** Per writer: 3 x 18 = 54 trials (each a process start, ~0.1 s of CPU). */
+/** Per writer: 4 x 18 = 72 trials (each a process start, ~0.1 s of CPU). */
 const TRIALS = 18;
 
 describe("SIGKILL at random points", () => {
-  const label = { save: "saveFile", stream: "streaming writer", sharded: "saveSharded" };
-  for (const op of ["save", "stream", "sharded"] as const) {
-    test(`${label[op]}: ${TRIALS} kills, every file is old/absent or complete`, async () => {
+  const label = {
+    save: "saveFile: every file is old/absent or complete",
+    stream: "streaming writer: every file is old/absent or complete",
+    sharded: "saveSharded: the directory is the old checkpoint or the new one, never a mix",
+    shard: "the shard command: the directory is the old checkpoint or the new one, never a mix",
+  };
+  for (const op of ["save", "stream", "sharded", "shard"] as const) {
+    test(`${TRIALS} kills, ${label[op]}`, async () => {
       const seeds = Array.from({ length: TRIALS }, (_, i) => i + 1);
       const outcomes = await trials(op, seeds);
       const killedBeforeRename = outcomes.filter((o) => o.killed && o.target !== "new");
@@ -231,6 +289,13 @@ describe("SIGKILL at random points", () => {
         outcomes.some((o) => o.target === "new"),
         "no trial completed",
       );
+      if (op === "sharded" || op === "shard") {
+        // Some kills must land between the commit point and the end of the renames, where openSharded finishes.
+        assert.ok(
+          outcomes.some((o) => o.pending),
+          "no trial was killed after its commit point",
+        );
+      }
     });
   }
 });

@@ -157,11 +157,16 @@ export function rewriteEach(
   ][];
   let bytes = 0;
   let tensors = 0;
-  const files = commitCheckpoint(out, plan, { ...atomic, indexName, indexMetadata, removeStale: false }, (target) => {
-    const rewritten = rewrites.get(path.basename(target))!;
-    bytes += writeFileFrom(target, rewritten.tensors, rewritten.metadata, atomic, progress);
-    tensors += rewritten.tensors.length;
-  });
+  const files = commitCheckpoint(
+    out,
+    plan,
+    { ...atomic, indexName, indexMetadata, removeStale: false },
+    (target, _names, name) => {
+      const rewritten = rewrites.get(name)!;
+      bytes += writeFileFrom(target, rewritten.tensors, rewritten.metadata, atomic, progress);
+      tensors += rewritten.tensors.length;
+    },
+  );
   bytes += fs.statSync(files.at(-1)!).size;
   return { files, bytes, tensors };
 }

@@ -47,6 +47,7 @@ export type SafetensorErrorCode =
   | "JournalCorrupt"
   // Sharded checkpoints.
   | "InvalidIndex"
+  | "InterruptedSave"
   | "UnsafePath"
   // Async and remote sources.
   | "HttpError"

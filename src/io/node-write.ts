@@ -194,7 +194,7 @@ function tempPrefix(file: string): string {
 }
 
 /** Whether a process with this id exists (EPERM: it exists but belongs to someone else). */
-function processAlive(pid: number): boolean {
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -287,7 +287,8 @@ function currentUmask(): number {
   }
 }
 
-function fsyncDirectory(dir: string): void {
+/** fsync a directory (best effort: some platforms and file systems cannot). */
+export function fsyncDirectory(dir: string): void {
   let fd: number | null = null;
   try {
     fd = fs.openSync(dir, "r");

@@ -27,6 +27,7 @@ import {
   type ShardLocation,
   type ShardPlan,
 } from "./index.js";
+import { beginStagedSave, checkpointStamp, rollForward } from "./save-commit.js";
 import { ShardedView } from "./view.js";
 
 export interface OpenShardedOptions extends OpenFileOptions {
@@ -51,6 +52,23 @@ export class ShardedFile extends ShardedView<SafetensorsFile> {
 
   /** Open a checkpoint directory (its `model.safetensors.index.json`, or its only `model.safetensors`) or an index. */
   static open(target: string, options: OpenShardedOptions = {}): ShardedFile {
+    // A save into the directory may have been killed after its commit point (finish it), or may be running now: an
+    // open during which a commit started or ended is done again (`save-commit.ts`).
+    for (let attempt = 1; ; attempt++) {
+      const directory = isDirectory(target) ? target : path.dirname(target);
+      rollForward(directory);
+      const { indexPath } = locateIndex(target);
+      const before = checkpointStamp(directory, indexPath);
+      const opened = ShardedFile.#open(target, options);
+      if (checkpointStamp(directory, indexPath) === before) return opened;
+      opened.close();
+      if (attempt === OPEN_ATTEMPTS) {
+        throw new SafetensorError("InterruptedSave", `${target} kept changing while being opened (a save is running?)`);
+      }
+    }
+  }
+
+  static #open(target: string, options: OpenShardedOptions): ShardedFile {
     const { indexPath, single } = locateIndex(target);
     const directory = path.dirname(indexPath ?? single!);
     const index = indexPath ? readIndex(indexPath, options.maxIndexBytes ?? DEFAULT_MAX_INDEX_BYTES) : null;
@@ -95,6 +113,17 @@ export class ShardedFile extends ShardedView<SafetensorsFile> {
 
   [Symbol.dispose](): void {
     this.close();
+  }
+}
+
+/** Opens of a checkpoint that a running save changed, before giving up. */
+const OPEN_ATTEMPTS = 5;
+
+function isDirectory(target: string): boolean {
+  try {
+    return fs.statSync(target).isDirectory();
+  } catch {
+    return false;
   }
 }
 
@@ -288,14 +317,16 @@ export function indexNameOf(pattern = DEFAULT_FILENAME_PATTERN): string {
 }
 
 /**
- * Write a planned checkpoint: each shard through `writeShard` (which writes atomically), the index (when sharded),
- * then remove files of an earlier save in the same directory that match the pattern and were not written now.
+ * Write a planned checkpoint as one atomic change of the directory: each shard through `writeShard` (which writes
+ * `target`, a staging path, atomically; `name` is the shard's final name), the index (when sharded), then one commit
+ * switches the directory to the new files and removes files of an earlier save that match the pattern and were not
+ * written now. Killed at any point, the directory reads as the old checkpoint or the new one (`save-commit.ts`).
  */
 export function commitCheckpoint(
   dir: string,
   plan: ShardPlan,
   options: CommitOptions,
-  writeShard: (target: string, tensors: readonly string[]) => void,
+  writeShard: (target: string, tensors: readonly string[], name: string) => void,
 ): string[] {
   const indexMetadata = options.indexMetadata ?? [];
   for (const [key] of indexMetadata) {
@@ -307,27 +338,25 @@ export function commitCheckpoint(
     throw ioError(error, `cannot create ${dir}`);
   }
   const pattern = options.filenamePattern ?? DEFAULT_FILENAME_PATTERN;
+  const indexName = options.indexName ?? indexNameOf(pattern);
+  // Every file is staged, then one commit record switches the directory from the old set to the new (save-commit.ts).
+  const save = beginStagedSave(dir, indexName, options);
   const written: string[] = [];
-  for (const shard of plan.shards) {
-    const target = path.join(dir, shard.file);
-    writeShard(target, shard.tensors);
-    written.push(target);
-  }
-  if (plan.isSharded) {
-    const metadata = new Map<string, JsonValue>([["total_size", plan.totalSize], ...indexMetadata]);
-    const text = new TextEncoder().encode(formatIndex(metadata, plan.weightMap, options));
-    const target = path.join(dir, options.indexName ?? indexNameOf(pattern));
-    writeFileAtomic(target, (fd) => writeAllAt(fd, text, 0), options);
-    written.push(target);
-  }
-  if (options.removeStale ?? true) {
-    for (const file of staleFiles(dir, pattern, plan)) {
-      try {
-        fs.unlinkSync(file);
-      } catch (error) {
-        throw ioError(error, `cannot remove the stale file ${file}`);
-      }
+  try {
+    for (const shard of plan.shards) {
+      written.push(save.stage(shard.file, (staged) => writeShard(staged, shard.tensors, shard.file)));
     }
+    if (plan.isSharded) {
+      const metadata = new Map<string, JsonValue>([["total_size", plan.totalSize], ...indexMetadata]);
+      const text = new TextEncoder().encode(formatIndex(metadata, plan.weightMap, options));
+      written.push(
+        save.stage(indexName, (staged) => writeFileAtomic(staged, (fd) => writeAllAt(fd, text, 0), options)),
+      );
+    }
+    const stale = (options.removeStale ?? true) ? staleFiles(dir, pattern, plan, indexName) : [];
+    save.commit(stale.map((file) => path.basename(file)));
+  } finally {
+    save.abort();
   }
   return written;
 }
@@ -336,9 +365,9 @@ export function commitCheckpoint(
  * Files in `dir` that a save of `plan` would remove: huggingface_hub's pattern (prefix, optional `-0000i-of-0000N`,
  * suffix, optional `.index.json`), regular files, not written by the plan.
  */
-export function staleFiles(dir: string, pattern: string, plan: ShardPlan): string[] {
+export function staleFiles(dir: string, pattern: string, plan: ShardPlan, indexName = indexNameOf(pattern)): string[] {
   const keep = new Set(plan.shards.map((shard) => shard.file));
-  if (plan.isSharded) keep.add(indexNameOf(pattern));
+  if (plan.isSharded) keep.add(indexName);
   const [prefix, suffix] = pattern.split("{suffix}") as [string, string];
   const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const matcher = new RegExp(`^${literal(prefix)}(-\\d{5}-of-\\d{5})?${literal(suffix)}(\\.index\\.json)?$`);

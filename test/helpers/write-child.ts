@@ -3,14 +3,16 @@
  *
  *   write-child OP TARGET SEED     OP: save (saveFile) | stream (the streaming writer, chunks in a shuffled order)
  *                                  | sharded (saveSharded into the directory TARGET, several shards and an index)
+ *   write-child shard TARGET SEED IN   the `shard` command, IN into the directory TARGET
  *
  * With WRITE_CHILD_STOP_AT=K it counts the file-system calls of the write (creating, writing, chmod, fsync, close,
  * rename, unlink) and, before the K-th (from 0), prints the byte 0x01 and blocks until the parent sends one byte
- * back, so the parent can SIGKILL it at that exact point. Prints `done` when the write returned, or `error CODE`
- * (exit 1) when it threw.
+ * back, so the parent can SIGKILL it at that exact point. Prints `done CALLS` (CALLS: the calls counted) when the write
+ * returned, or `error CODE` (exit 1) when it threw.
  */
 import fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
+import { main as cli } from "../../src/cli/main.js";
 import { createWriter, isSafetensorError, saveFile, saveSharded } from "../../src/node.js";
 import { SHARD_SIZE, writePlan } from "./write-plans.js";
 
@@ -27,12 +29,13 @@ const HOOKED = [
   "unlinkSync",
 ] as const;
 
+let calls = 0;
+
 function installStop(stopAt: number): void {
   const original = Object.fromEntries(HOOKED.map((name) => [name, fs[name]])) as Record<string, unknown>;
   const writeSync = fs.writeSync;
   const readSync = fs.readSync;
   const reply = new Uint8Array(1);
-  let calls = 0;
   const point = () => {
     if (calls++ !== stopAt) return;
     writeSync(1, new Uint8Array([POINT]));
@@ -52,7 +55,7 @@ function installStop(stopAt: number): void {
 }
 
 async function main(): Promise<void> {
-  const [op, target, seedText] = process.argv.slice(2);
+  const [op, target, seedText, input] = process.argv.slice(2);
   const seed = Number(seedText);
   const stopAt = process.env.WRITE_CHILD_STOP_AT;
   if (stopAt !== undefined) installStop(Number(stopAt));
@@ -82,10 +85,20 @@ async function main(): Promise<void> {
   } else if (op === "sharded") {
     const plan = writePlan(seed, 300, 3000);
     saveSharded(target!, plan.tensors, { maxShardSize: SHARD_SIZE, metadata: plan.metadata });
+  } else if (op === "shard") {
+    let stderr = "";
+    const io = {
+      stdout: () => {},
+      stderr: (text: string) => {
+        stderr += text;
+      },
+    };
+    const status = await cli(["shard", input!, target!, "--max-shard-size", SHARD_SIZE], io);
+    if (status !== 0) throw new Error(`shard exited with ${status}: ${stderr}`);
   } else {
     throw new Error(`unknown op ${op}`);
   }
-  process.stdout.write("done\n");
+  process.stdout.write(`done ${calls}\n`);
 }
 
 main().catch((error) => {
