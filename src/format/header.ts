@@ -549,10 +549,11 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
   const c = cursor.peek();
   if (c === 0x7b) {
     const seen = new Set<string>();
-    cursor.object((key) => {
-      // Once the entry has failed, its first error stands: the rest is only checked for syntax (7 M repeated fields
-      // would otherwise each be decoded and looked up).
-      if (failed || (key !== "dtype" && key !== "shape" && key !== "data_offsets")) {
+    // Once the entry has failed, its first error stands: the rest is only checked for syntax, keys not even decoded
+    // (7 M repeated fields would otherwise each be decoded and looked up).
+    const readKey = () => (failed ? (cursor.skipString(), null) : cursor.string());
+    cursor.members(readKey, (key) => {
+      if (key === null || (key !== "dtype" && key !== "shape" && key !== "data_offsets")) {
         cursor.skipValue();
         return;
       }
