@@ -157,3 +157,24 @@ test("number tokens end where their digits end, at every alignment (the word-at-
     }
   }
 });
+
+test("shape lists read small integers directly, and give every other token to the full number reader", () => {
+  const entry = (shape: string) => `{"t":{"dtype":"U8","shape":[${shape}],"data_offsets":[0,0]}}`;
+  const read = (text: string) => {
+    try {
+      return readHeaderJson(text).entries[0]?.shape;
+    } catch (error) {
+      return isSafetensorError(error) ? `${error.code}: ${error.message}` : `CRASH ${error}`;
+    }
+  };
+  assert.deepEqual(read(entry("0, 1 ,999999999999999,3")), [0, 1, 999999999999999, 3]);
+  assert.deepEqual(read(entry("9999999999999999")), [9999999999999999n]);
+  assert.deepEqual(read(entry("18446744073709551615,0")), [18446744073709551615n, 0]);
+  for (const bad of ["01", "1.0", "1e2", "1E2", "-1", "-0", "1x", "1 2", "1,", "18446744073709551616"]) {
+    const got = read(entry(bad));
+    assert.equal(typeof got, "string", `${bad}: ${got}`);
+    assert.ok(!String(got).startsWith("CRASH"), `${bad}: ${got}`);
+  }
+  assert.match(String(read(entry("01"))), /^InvalidHeaderJson: invalid JSON in header: invalid number/);
+  assert.match(String(read(entry("1.0"))), /^InvalidHeaderStructure: .*found 1\.0$/);
+});

@@ -641,6 +641,11 @@ function readU64List(cursor: JsonCursor, bad: (what: () => string) => void): U64
   const list: U64[] = [];
   let ok = true;
   cursor.array(() => {
+    const small = cursor.smallUint();
+    if (small >= 0) {
+      list.push(small);
+      return;
+    }
     const c = cursor.peek();
     if (c !== 0x2d && !(c >= 0x30 && c <= 0x39)) {
       if (ok) {

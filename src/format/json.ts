@@ -363,6 +363,34 @@ export class JsonCursor {
   }
 
   /**
+   * A plain non-negative integer of at most 15 digits (no sign, fraction or exponent) at the cursor: consumed and
+   * returned. Anything else gives -1 with nothing consumed, for {@link number} to read. Shapes of millions of dims
+   * are read this way without an object per number.
+   */
+  smallUint(): number {
+    this.skipWhitespace();
+    const bytes = this.bytes;
+    const length = this.length;
+    const start = this.pos;
+    let pos = start;
+    let value = 0;
+    // At most 16 digits looked at: a longer number is number()'s (a hostile one can have 100 M).
+    const stop = Math.min(length, start + 16);
+    while (pos < stop) {
+      const c = bytes[pos]!;
+      if (c < 0x30 || c > 0x39) break;
+      value = value * 10 + (c - 0x30);
+      pos++;
+    }
+    const digits = pos - start;
+    if (digits === 0 || digits > 15 || (digits > 1 && bytes[start] === 0x30)) return -1;
+    const next = pos < length ? bytes[pos] : EOF;
+    if (next === 0x2e || next === 0x65 || next === 0x45) return -1;
+    this.pos = pos;
+    return value;
+  }
+
+  /**
    * Where the run of digits from `from` ends, four bytes at a time past the first (a hostile number can be 100 M
    * digits long: one pass here, none again in serdeFloatOverflows).
    */
