@@ -551,7 +551,11 @@ function readTensorEntry(cursor: JsonCursor, name: string, defer: Defer): Entry 
     const seen = new Set<string>();
     // Once the entry has failed, its first error stands: the rest is only checked for syntax, keys not even decoded
     // (7 M repeated fields would otherwise each be decoded and looked up).
-    const readKey = () => (failed ? (cursor.skipString(), null) : cursor.string());
+    const readKey = () => {
+      if (!failed) return cursor.string();
+      cursor.skipString();
+      return null;
+    };
     cursor.members(readKey, (key) => {
       if (key === null || (key !== "dtype" && key !== "shape" && key !== "data_offsets")) {
         cursor.skipValue();
