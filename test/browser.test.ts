@@ -6,17 +6,12 @@
  */
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
 import { serialize, Tensor } from "../src/node.js";
+import { chromiumMissing, launchChromium } from "./helpers/chromium.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { nginxBinary, nginxMissingReason, startNginx } from "./helpers/nginx.js";
-
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const chromiumMissing = fs.existsSync(CHROMIUM)
-  ? false
-  : `Chromium not found at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM): browser test skipped`;
 
 /**
  * Runs in the page. A string, not a function: the test's own transpiler would add helpers (names for functions) that
@@ -55,9 +50,7 @@ test("headless Chromium reads by URL and through a File", {
   skip: chromiumMissing || (nginxBinary === null && nginxMissingReason),
 }, async () => {
   const { build } = await import("esbuild");
-  const { chromium } = await import("playwright-core");
   const nginx = (await startNginx({}))!;
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "st-chromium-"));
   try {
     await build({
       entryPoints: [path.join(repoRoot, "src/index.ts")],
@@ -82,20 +75,7 @@ test("headless Chromium reads by URL and through a File", {
       path.join(repoRoot, "test/fixtures/pickle/deflated-renamed.pt"),
       path.join(nginx.files, "deflated.pt"),
     );
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    const context = await launchChromium();
     try {
       const page = context.pages()[0] ?? (await context.newPage());
       const errors: string[] = [];
@@ -130,10 +110,9 @@ test("headless Chromium reads by URL and through a File", {
       assert.equal(ranged[0]!.status, 206);
       assert.equal(ranged[0]!.bytes, bytes.length);
     } finally {
-      await context.close();
+      await context.dispose();
     }
   } finally {
     await nginx.stop();
-    fs.rmSync(profile, { recursive: true, force: true });
   }
 });

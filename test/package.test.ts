@@ -31,6 +31,7 @@ const PACKAGE_FILES = [
   "bin",
   "native",
   "scripts",
+  "inspector",
 ];
 
 function run(cmd: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> {
@@ -169,6 +170,12 @@ describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", {
     for (const file of ["binding.gyp", "native/safetensors_native.c", "native/copy.c", "scripts/build-native.mjs"]) {
       assert.ok(packed.includes(file), `${file} is not in the tarball`);
     }
+    // The web inspector `safetensors view` serves: its page and hashed assets, built at pack time.
+    assert.ok(packed.includes("dist/inspector/index.html"), "dist/inspector/index.html is not in the tarball");
+    assert.ok(
+      packed.some((name) => /^dist\/inspector\/assets\/main-\w+\.js$/.test(name)),
+      "no inspector script",
+    );
     if (onLinuxX64) {
       for (const file of [prebuildName, copyPrebuildName]) {
         assert.ok(packed.includes(file), `${file} is not in the tarball:\n${packed.join("\n")}`);

@@ -61,9 +61,9 @@ export function inspectShardedJson(input: ShardedInspectInput): string {
   return `{"index":${JSON.stringify(input.indexPath)},"metadata":${jsonValue(new Map(input.metadata))},"parameters":${parameters},"data_bytes":${input.dataBytes},"warnings":${JSON.stringify(input.warnings)},"shards":[${shards.join(",")}]}`;
 }
 
-const group = (n: bigint | number) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+export const group = (n: bigint | number) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 
-function humanBytes(n: number): string {
+export function humanBytes(n: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let value = n;
   let unit = 0;
