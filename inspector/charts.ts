@@ -1,7 +1,7 @@
 /** Charts by Chart.js (only the bar chart parts are bundled): bytes by dtype, and a tensor's histogram. */
 import { BarController, BarElement, CategoryScale, Chart, LinearScale, LogarithmicScale, Tooltip } from "chart.js";
+import type { DtypeTotal } from "../src/view/summary.js";
 import { float, group, humanBytes } from "./format.js";
-import type { DtypeRow } from "./model.js";
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, LogarithmicScale, Tooltip);
 
@@ -15,7 +15,7 @@ function replace(canvas: HTMLCanvasElement, make: () => Chart): Chart {
   return chart;
 }
 
-export function dtypeChart(canvas: HTMLCanvasElement, rows: readonly DtypeRow[]): void {
+export function dtypeChart(canvas: HTMLCanvasElement, rows: readonly DtypeTotal[]): void {
   replace(
     canvas,
     () =>
@@ -46,7 +46,8 @@ export function dtypeChart(canvas: HTMLCanvasElement, rows: readonly DtypeRow[])
 }
 
 export function histogramChart(canvas: HTMLCanvasElement, edges: readonly number[], counts: readonly number[]): void {
-  const labels = counts.map((_, i) => float(((edges[i] ?? 0) + (edges[i + 1] ?? 0)) / 2));
+  const centres = counts.map((_, i) => ((edges[i] ?? 0) + (edges[i + 1] ?? 0)) / 2);
+  const labels = centres.map(float);
   replace(
     canvas,
     () =>
@@ -72,7 +73,11 @@ export function histogramChart(canvas: HTMLCanvasElement, edges: readonly number
               },
             },
           },
-          scales: { x: { ticks: { maxTicksLimit: 8, maxRotation: 0 } }, y: { beginAtZero: true } },
+          scales: {
+            // Bin centres to 3 significant digits on the axis; the tooltip gives each bin's exact edges.
+            x: { ticks: { maxTicksLimit: 8, maxRotation: 0, callback: (_, i) => Number(centres[i]!.toPrecision(3)) } },
+            y: { beginAtZero: true },
+          },
         },
       }),
   );

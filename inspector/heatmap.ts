@@ -1,33 +1,41 @@
 /**
- * A 2-D tensor's heat map on a canvas: one cell per (downsampled) value, a diverging blue-white-red scale centred on
- * zero and clipped at the largest magnitude, so sign and scale read at a glance. Non-finite cells are drawn black.
+ * A 2-D tensor's heat map on a canvas: one pixel per cell (the cell's mean |x|, from src/view/stats.ts), on a
+ * sequential dark-to-bright scale from 0 to the largest cell, so where the weight mass sits reads at a glance.
+ * Cells without a finite value are drawn in a neutral grey.
  */
-import type { Heatmap } from "./model.js";
+import type { Heatmap } from "../src/view/stats.js";
+
+/** A perceptually ordered ramp (viridis stops), interpolated. */
+const STOPS: [number, number, number][] = [
+  [68, 1, 84],
+  [59, 82, 139],
+  [33, 145, 140],
+  [94, 201, 98],
+  [253, 231, 37],
+];
 
 function color(t: number): [number, number, number] {
-  // t in [-1, 1]: blue (negative) through white to red (positive).
-  const a = Math.min(1, Math.abs(t));
-  return t < 0
-    ? [Math.round(255 - 208 * a), Math.round(255 - 144 * a), Math.round(255 - 33 * a)]
-    : [Math.round(255 - 33 * a), Math.round(255 - 208 * a), Math.round(255 - 208 * a)];
+  const x = Math.max(0, Math.min(1, t)) * (STOPS.length - 1);
+  const i = Math.min(STOPS.length - 2, Math.floor(x));
+  const f = x - i;
+  const a = STOPS[i]!;
+  const b = STOPS[i + 1]!;
+  return [a[0] + (b[0] - a[0]) * f, a[1] + (b[1] - a[1]) * f, a[2] + (b[2] - a[2]) * f];
 }
 
+/** Draws the map; returns the value of the brightest colour (the largest cell). */
 export function drawHeatmap(canvas: HTMLCanvasElement, map: Heatmap): number {
   canvas.width = map.cols;
   canvas.height = map.rows;
   const ctx = canvas.getContext("2d");
   if (!ctx) return 0;
-  let scale = 0;
-  for (const v of map.values) if (Number.isFinite(v)) scale = Math.max(scale, Math.abs(v));
+  let top = 0;
+  for (const v of map.values) if (v !== null && v > top) top = v;
   const image = ctx.createImageData(map.cols, map.rows);
-  for (let i = 0; i < map.values.length; i++) {
-    const v = map.values[i]!;
-    const [r, g, b] = Number.isFinite(v) ? color(scale ? v / scale : 0) : [0, 0, 0];
-    image.data[4 * i] = r;
-    image.data[4 * i + 1] = g;
-    image.data[4 * i + 2] = b;
-    image.data[4 * i + 3] = 255;
-  }
+  map.values.forEach((v, i) => {
+    const [r, g, b] = v === null ? [160, 160, 160] : color(top ? v / top : 0);
+    image.data.set([r, g, b, 255], 4 * i);
+  });
   ctx.putImageData(image, 0, 0);
-  return scale;
+  return top;
 }

@@ -3,14 +3,14 @@
  * disk or any static server) it opens files dropped onto it, or picked, right here in the page.
  */
 import "./style.css";
+import type { TensorEntry } from "../src/view/summary.js";
+import { buildTree } from "../src/view/tree.js";
 import { ApiSource, servedSummary } from "./api-source.js";
 import { dtypeChart, histogramChart } from "./charts.js";
 import { float, group, humanBytes, humanCount, shapeText } from "./format.js";
 import { drawHeatmap } from "./heatmap.js";
 import { openDropped } from "./local-source.js";
-import { metadataRows, trainingFacts } from "./metadata-view.js";
-import { asShown, type DtypeRow, type Inspectable, type Summary, type SummaryTensor } from "./model.js";
-import { buildTree } from "./tree-model.js";
+import { asShown, type Inspectable, type TensorReport, type ViewSummary } from "./model.js";
 import { TreeView } from "./tree-view.js";
 
 const BINS = 64;
@@ -29,14 +29,12 @@ function el<K extends keyof HTMLElementTagNameMap>(
 }
 
 let current: Inspectable | null = null;
-let summary: Summary | null = null;
-let byName = new Map<string, SummaryTensor>();
+let summary: ViewSummary | null = null;
+let byName = new Map<string, TensorEntry>();
 /** Bumped per pick, so a slow tensor read never overwrites a later pick. */
 let pickSerial = 0;
 
-const tree = new TreeView($("tree"), (node) => {
-  if (node.tensor) void showTensor(node.tensor.name);
-});
+const tree = new TreeView($("tree"), (name) => void showTensor(name));
 
 function status(text: string): void {
   $("status").textContent = text;
@@ -49,19 +47,6 @@ function showError(error: unknown, where = ""): void {
   box.hidden = false;
 }
 
-function dtypeRows(s: Summary): DtypeRow[] {
-  if (s.dtypes) return s.dtypes;
-  const rows = new Map<string, DtypeRow>();
-  for (const t of s.tensors) {
-    const row = rows.get(t.dtype) ?? { dtype: t.dtype, tensors: 0, parameters: 0, bytes: 0 };
-    row.tensors++;
-    row.parameters += t.shape.reduce((a, b) => a * b, 1);
-    row.bytes += t.data_offsets[1] - t.data_offsets[0];
-    rows.set(t.dtype, row);
-  }
-  return [...rows.values()];
-}
-
 /** A label and its value in a `<dl>`, wrapped in a div so the pair stays together in a grid. */
 function card(label: string, value: string, title?: string): HTMLElement[] {
   const dd = el("dd", {}, value);
@@ -69,86 +54,86 @@ function card(label: string, value: string, title?: string): HTMLElement[] {
   return [el("div", {}, el("dt", {}, label), dd)];
 }
 
-function renderSummary(s: Summary): void {
-  const dtypes = [...dtypeRows(s)].sort((a, b) => b.bytes - a.bytes);
+function table(head: string[], rows: (string | HTMLElement)[][]): HTMLElement[] {
+  return [
+    el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((c) => el("td", {}, c))))),
+  ];
+}
+
+function renderSummary(s: ViewSummary): void {
+  const t = s.totals;
+  const hub = s.hub_parameters.total;
   $("cards").replaceChildren(
-    ...card("file bytes", humanBytes(s.file_bytes), `${group(s.file_bytes)} bytes`),
-    ...card("header bytes", group(s.header_bytes)),
-    ...card("tensors", group(s.tensors.length)),
-    ...card("parameters", humanCount(s.parameters), `${group(s.parameters)} parameters`),
-    ...(s.shards ? card("shards", group(s.shards.length)) : []),
+    ...card("file bytes", humanBytes(t.file_bytes), `${group(t.file_bytes)} bytes`),
+    ...card("header bytes", group(t.header_bytes)),
+    ...card("tensors", group(t.tensors)),
+    ...card("parameters", humanCount(t.parameters), `${group(t.parameters)} elements, as inspect counts them`),
+    ...(hub === t.parameters
+      ? []
+      : card(
+          "Hub parameters",
+          humanCount(hub),
+          `${group(hub)}: packed quantized weights unpacked, scales not counted`,
+        )),
+    ...(s.kind === "sharded" ? card("shards", group(t.files)) : []),
   );
-  $("cards").dataset.parameters = String(s.parameters);
-  const table = $<HTMLTableElement>("dtype-table");
-  table.replaceChildren(
-    el(
-      "thead",
-      {},
-      el("tr", {}, el("th", {}, "dtype"), el("th", {}, "tensors"), el("th", {}, "parameters"), el("th", {}, "bytes")),
-    ),
-    el(
-      "tbody",
-      {},
-      ...dtypes.map((r) =>
-        el(
-          "tr",
-          {},
-          el("td", {}, r.dtype),
-          el("td", {}, group(r.tensors)),
-          el("td", {}, group(r.parameters)),
-          el("td", {}, group(r.bytes)),
-        ),
-      ),
+  $("cards").dataset.parameters = String(t.parameters);
+  $("cards").dataset.hubParameters = String(hub);
+  const quantization = s.hub_parameters.quantization;
+  const dtypes = s.dtypes;
+  $("dtype-table").replaceChildren(
+    ...table(
+      ["dtype", "tensors", "parameters", "bytes"],
+      dtypes.map((r) => [r.dtype, group(r.tensors), group(r.parameters), group(r.bytes)]),
     ),
   );
   dtypeChart($<HTMLCanvasElement>("dtype-chart"), dtypes);
   ($("dtype-chart").parentElement as HTMLElement).style.height = `${Math.max(80, 28 * dtypes.length + 40)}px`;
-  $("warnings").replaceChildren(...(s.warnings ?? []).map((w) => el("li", {}, w)));
+  const warnings = [
+    ...(s.kind === "sharded" ? s.warnings : []),
+    ...(quantization
+      ? [`quantized: ${quantization.method}${quantization.bits ? ` ${quantization.bits}-bit` : ""}`]
+      : []),
+  ];
+  $("warnings").replaceChildren(...warnings.map((w) => el("li", {}, w)));
 
-  const metadata = s.metadata ?? {};
-  const rows = metadataRows(metadata);
-  $("metadata-box").hidden = rows.length === 0;
-  $("metadata-count").textContent = `(${rows.length} keys)`;
+  const view = s.metadata_view;
+  $("metadata-box").hidden = view.rows.length === 0;
+  $("metadata-count").textContent = `(${group(view.rows.length)} ${view.rows.length === 1 ? "key" : "keys"})`;
   $("metadata").replaceChildren(
-    ...rows.map((r) => {
+    ...view.rows.map((r) => {
       const value =
         r.json !== undefined
           ? el(
               "details",
               {},
-              el("summary", {}, r.text.length > 80 ? `${r.text.slice(0, 77)}…` : r.text),
+              el("summary", {}, r.value.length > 80 ? `${r.value.slice(0, 77)}…` : r.value),
               el("pre", {}, JSON.stringify(r.json, null, 2)),
             )
-          : el("span", { className: "value" }, r.text);
+          : el("span", { className: "value" }, r.value);
       return el("tr", {}, el("th", { scope: "row" }, r.key), el("td", {}, value));
     }),
   );
-  const facts = trainingFacts(metadata);
+  // The surfaced facts (src/view/metadata.ts), top tags among them; each pair names its fact for scripts and tests.
+  const facts = view.facts.map((f) => {
+    const [pair] = card(f.label, f.value, f.keys.join(", "));
+    pair!.dataset.fact = f.id;
+    return pair!;
+  });
   $("facts-box").hidden = facts.length === 0;
-  $("facts").replaceChildren(...facts.flatMap((f) => card(f.label, f.value)));
+  $("facts").replaceChildren(...facts);
 
-  $("shards-box").hidden = !s.shards;
-  if (s.shards) {
-    $("shards-count").textContent = `(${s.shards.length})`;
+  $("shards-box").hidden = s.kind !== "sharded";
+  if (s.kind === "sharded") {
+    $("shards-count").textContent = `(${s.placement.length})`;
     $("shards").replaceChildren(
-      el(
-        "thead",
-        {},
-        el("tr", {}, el("th", {}, "shard"), el("th", {}, "tensors"), el("th", {}, "bytes"), el("th", {}, "header")),
-      ),
-      el(
-        "tbody",
-        {},
-        ...s.shards.map((sh) =>
-          el(
-            "tr",
-            {},
-            el("td", { className: "name" }, sh.file),
-            el("td", {}, group(sh.tensors)),
-            el("td", { title: `${group(sh.file_bytes)} bytes` }, humanBytes(sh.file_bytes)),
-            el("td", {}, group(sh.header_bytes)),
-          ),
-        ),
+      ...table(
+        ["shard", "tensors", "parameters", "bytes", "header"],
+        s.placement.map((p) => {
+          const bytes = el("span", { title: `${group(p.file_bytes)} bytes` }, humanBytes(p.file_bytes));
+          return [p.file ?? "", group(p.tensors), group(p.parameters), bytes, group(p.header_bytes)];
+        }),
       ),
     );
   }
@@ -160,23 +145,83 @@ function renderSummary(s: Summary): void {
   );
 }
 
+/** The name filter's pending debounce: any filter run cancels it, so a stale one never resets the tree later. */
+let filterTimer = 0;
+
 function applyFilter(): void {
+  clearTimeout(filterTimer);
   if (!summary) return;
   const text = $<HTMLInputElement>("filter").value.trim().toLowerCase();
   const dtype = $<HTMLSelectElement>("dtype-filter").value;
   const filtered = text !== "" || dtype !== "";
+  const all = summary.tensor_index;
   const matching = filtered
-    ? summary.tensors.filter((t) => (!dtype || t.dtype === dtype) && (!text || t.name.toLowerCase().includes(text)))
-    : summary.tensors;
+    ? all.filter((t) => (!dtype || t.dtype === dtype) && (!text || t.name.toLowerCase().includes(text)))
+    : all;
   // A filtered tree opens fully: the matches are what the reader asked to see (the list is virtualized).
-  tree.show(buildTree(matching), filtered);
+  tree.show(buildTree(matching), byName, filtered);
   $("tree-count").textContent = filtered
-    ? `${group(matching.length)} of ${group(summary.tensors.length)} tensors match`
+    ? `${group(matching.length)} of ${group(all.length)} tensors match`
     : `${group(matching.length)} tensors`;
 }
 
-function statRow(label: string, value: string): HTMLElement {
-  return el("tr", {}, el("th", { scope: "row" }, label), el("td", {}, value));
+function sampledText(d: TensorReport): string | null {
+  const parts: string[] = [];
+  if (d.sampled) {
+    const s = d.sampled;
+    parts.push(
+      `stats and histogram from ${group(s.elements)} of ${group(s.of)} elements (${group(s.blocks)} evenly spaced blocks of ${group(s.block_elements)})`,
+    );
+  }
+  if (d.heatmap?.sampled) {
+    parts.push(`heat map from ${group(d.heatmap.sampled.rows_read)} of ${group(d.heatmap.sampled.of)} rows`);
+  }
+  return parts.length ? `Sampled: ${parts.join("; ")}.` : null;
+}
+
+function renderTensor(d: TensorReport): HTMLElement[] {
+  const bytes = d.byte_range[1] - d.byte_range[0];
+  const st = d.stats;
+  const stats = el("table", { className: "stats" });
+  const rows: [string, string][] = [
+    ["dtype", d.dtype],
+    ["shape", shapeText(d.shape)],
+    ["elements", group(d.shape.reduce((a, b) => a * b, 1))],
+    ["bytes", `${group(bytes)} (${humanBytes(bytes)})`],
+    ["byte range", `[${group(d.byte_range[0])}, ${group(d.byte_range[1])})`],
+    ...(d.file === null ? [] : ([["shard", d.file]] as [string, string][])),
+    ["min", st.exact_min ?? float(st.min)],
+    ["max", st.exact_max ?? float(st.max)],
+    ["mean", float(st.mean)],
+    ["std", float(st.std)],
+    ["zeros", group(st.zeros)],
+    ["NaN", group(st.nan)],
+    ["±inf", group(st.inf)],
+  ];
+  for (const [label, value] of rows) {
+    const tr = el("tr", {}, el("th", { scope: "row" }, label), el("td", {}, value));
+    tr.dataset.stat = label;
+    stats.append(tr);
+  }
+  const parts: HTMLElement[] = [el("h2", { className: "name" }, d.name), stats];
+  const sampled = sampledText(d);
+  if (sampled) parts.push(el("p", { className: "sampled" }, sampled));
+  if (d.values === "complex parts")
+    parts.push(el("p", { className: "hint" }, "Real and imaginary parts counted as values."));
+  const histogram = el("canvas", { id: "histogram" });
+  histogram.setAttribute("role", "img");
+  histogram.setAttribute("aria-label", `histogram of ${d.name} over ${d.histogram.counts.length} bins`);
+  parts.push(el("h3", {}, "Histogram (finite values)"), el("div", { className: "chart-box histogram" }, histogram));
+  if (d.heatmap) {
+    const m = d.heatmap;
+    const heat = el("canvas", { id: "heatmap", className: "heatmap" });
+    heat.setAttribute("role", "img");
+    const cells =
+      m.row_step > 1 || m.col_step > 1 ? `, each the mean |x| of ${m.row_step} × ${m.col_step} values` : ", |x|";
+    heat.setAttribute("aria-label", `heat map of ${m.rows} by ${m.cols} cells${cells}`);
+    parts.push(el("h3", {}, "Heat map"), el("p", { className: "hint" }, `${m.rows} × ${m.cols} cells${cells}`), heat);
+  }
+  return parts;
 }
 
 async function showTensor(name: string): Promise<void> {
@@ -184,55 +229,14 @@ async function showTensor(name: string): Promise<void> {
   const serial = ++pickSerial;
   tree.select(name);
   const detail = $("detail");
-  const info = byName.get(name);
   detail.replaceChildren(el("h2", { className: "name" }, name), el("p", { className: "hint" }, "Reading…"));
   try {
     const d = await current.tensor(name, { bins: BINS, heatmap: HEATMAP });
     if (serial !== pickSerial) return;
-    const bytes = d.byte_range[1] - d.byte_range[0];
-    const stats = el("table", { className: "stats" });
-    stats.append(
-      statRow("dtype", d.dtype),
-      statRow("shape", shapeText(d.shape)),
-      statRow("elements", group(d.shape.reduce((a, b) => a * b, 1))),
-      statRow("bytes", `${group(bytes)} (${humanBytes(bytes)})`),
-      statRow("byte range", `[${group(d.byte_range[0])}, ${group(d.byte_range[1])})`),
-      ...((d.shard ?? info?.shard) ? [statRow("shard", (d.shard ?? info?.shard)!)] : []),
-      statRow("min", float(d.stats.min)),
-      statRow("max", float(d.stats.max)),
-      statRow("mean", float(d.stats.mean)),
-      statRow("std", float(d.stats.std)),
-      statRow("zeros", group(d.stats.zeros)),
-      statRow("NaN", group(d.stats.nan)),
-      statRow("±inf", group(d.stats.inf)),
-    );
-    for (const row of Array.from(stats.querySelectorAll("tr"))) {
-      row.dataset.stat = row.firstElementChild!.textContent!;
-    }
-    const parts: HTMLElement[] = [el("h2", { className: "name" }, name), stats];
-    if (d.sampled) {
-      parts.push(el("p", { className: "sampled" }, `Sampled: ${describeSampling(d.sampled)}`));
-    }
-    const histogram = el("canvas", { id: "histogram" });
-    histogram.setAttribute("role", "img");
-    histogram.setAttribute("aria-label", `histogram of ${name} over ${d.histogram.counts.length} bins`);
-    parts.push(el("h3", {}, "Histogram (finite values)"), el("div", { className: "chart-box histogram" }, histogram));
-    let heat: HTMLCanvasElement | null = null;
+    detail.replaceChildren(...renderTensor(d));
+    histogramChart($<HTMLCanvasElement>("histogram"), d.histogram.edges, d.histogram.counts);
     if (d.heatmap) {
-      heat = el("canvas", { id: "heatmap", className: "heatmap" });
-      heat.setAttribute("role", "img");
-      const m = d.heatmap;
-      const step = m.row_step > 1 || m.col_step > 1 ? `, every ${m.row_step}th row and ${m.col_step}th column` : "";
-      heat.setAttribute("aria-label", `heat map ${m.rows}×${m.cols}${step}`);
-      parts.push(
-        el("h3", {}, "Heat map"),
-        el("p", { className: "hint" }, `${m.rows} × ${m.cols} cells${step}; blue negative, red positive`),
-        heat,
-      );
-    }
-    detail.replaceChildren(...parts);
-    histogramChart(histogram, d.histogram.edges, d.histogram.counts);
-    if (heat && d.heatmap) {
+      const heat = $<HTMLCanvasElement>("heatmap");
       drawHeatmap(heat, d.heatmap);
       // Cells scaled up to at most 512 px wide and 360 px tall, keeping their aspect.
       const scale = Math.min(512 / d.heatmap.cols, 360 / d.heatmap.rows);
@@ -248,14 +252,7 @@ async function showTensor(name: string): Promise<void> {
   }
 }
 
-function describeSampling(sampled: Record<string, unknown>): string {
-  const parts = Object.entries(sampled).map(
-    ([k, v]) => `${k.replace(/_/g, " ")} ${typeof v === "number" ? group(v) : String(v)}`,
-  );
-  return parts.length ? parts.join(", ") : "yes";
-}
-
-async function load(source: Inspectable, s?: Summary): Promise<void> {
+async function load(source: Inspectable, s?: ViewSummary): Promise<void> {
   current = source;
   $("error").hidden = true;
   $("detail").replaceChildren(el("p", { className: "hint" }, "Pick a tensor to see its values."));
@@ -272,14 +269,9 @@ async function load(source: Inspectable, s?: Summary): Promise<void> {
     return;
   }
   status("");
-  if (summary.error) {
-    $("view").hidden = true;
-    showError(summary.error);
-    return;
-  }
   $("welcome").hidden = true;
   $("view").hidden = false;
-  byName = new Map(summary.tensors.map((t) => [t.name, t]));
+  byName = new Map(summary.tensor_index.map((t) => [t.name, t]));
   renderSummary(summary);
   $<HTMLInputElement>("filter").value = "";
   applyFilter();
@@ -326,15 +318,16 @@ function wireDrop(): void {
 
 async function start(): Promise<void> {
   wireDrop();
-  let timer = 0;
   $("filter").addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = window.setTimeout(applyFilter, 120);
+    clearTimeout(filterTimer);
+    filterTimer = window.setTimeout(applyFilter, 120);
   });
   $("dtype-filter").addEventListener("change", applyFilter);
   const served = await servedSummary();
-  if (served) {
-    await load(new ApiSource(served.index ?? served.file ?? location.host), served);
+  if (served && "error" in served) {
+    showError(served.error);
+  } else if (served) {
+    await load(new ApiSource(served.source || location.host, served), served);
   } else {
     $("welcome").hidden = false;
   }

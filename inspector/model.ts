@@ -1,81 +1,33 @@
 /**
- * What the page shows, in the shapes of the `safetensors view` JSON API (`GET /api/summary`, `GET /api/tensor`), so
- * the served page and a dropped file render through the same code.
+ * What the page shows, in the shapes of the `safetensors view` JSON API: `GET /api/summary` is a `ViewSummary`
+ * (src/view/summary.ts), `GET /api/tensor` a `TensorReport`. The served page and dropped files render through the
+ * same code.
  */
+import type { Heatmap, Histogram, Sampling, Stats } from "../src/view/stats.js";
+import type { ViewSummary } from "../src/view/summary.js";
+
+export type { ViewSummary };
 
 export interface ApiError {
   code: string;
   message: string;
 }
 
-export interface SummaryTensor {
+/** `/api/summary`: the summary, or the error that kept the file from opening. */
+export type SummaryAnswer = ViewSummary | { error: ApiError };
+
+export interface TensorReport {
   name: string;
   dtype: string;
   shape: number[];
-  data_offsets: [number, number];
-  /** The shard file that holds it (shard sets only). */
-  shard?: string;
-}
-
-export interface DtypeRow {
-  dtype: string;
-  tensors: number;
-  parameters: number;
-  bytes: number;
-}
-
-export interface ShardRow {
-  file: string;
-  file_bytes: number;
-  header_bytes: number;
-  tensors: number;
-  bytes?: number;
-}
-
-export interface Summary {
-  /** What was opened: a file name, or a shard set's index. */
-  file?: string;
-  index?: string;
-  file_bytes: number;
-  header_bytes: number;
-  metadata: Record<string, unknown> | null;
-  parameters: number;
-  tensors: SummaryTensor[];
-  dtypes?: DtypeRow[];
-  shards?: ShardRow[];
-  warnings?: string[];
-  error?: ApiError;
-}
-
-export interface TensorStats {
-  min: number | null;
-  max: number | null;
-  mean: number | null;
-  std: number | null;
-  nan: number;
-  inf: number;
-  zeros: number;
-}
-
-export interface Heatmap {
-  rows: number;
-  cols: number;
-  row_step: number;
-  col_step: number;
-  values: number[];
-}
-
-export interface TensorDetail {
-  name: string;
-  dtype: string;
-  shape: number[];
+  /** The shard file holding it, or null for a single file. */
+  file: string | null;
   byte_range: [number, number];
-  /** false, or how the values were sampled. */
-  sampled: false | Record<string, unknown>;
-  stats: TensorStats;
-  histogram: { edges: number[]; counts: number[] };
-  heatmap?: Heatmap;
-  shard?: string;
+  sampled: Sampling | false;
+  values: "elements" | "complex parts";
+  stats: Stats;
+  histogram: Histogram;
+  heatmap?: Heatmap | null;
 }
 
 export interface TensorRequest {
@@ -86,8 +38,8 @@ export interface TensorRequest {
 /** Something the page can show: a served checkpoint (the API) or files dropped onto the page. */
 export interface Inspectable {
   readonly label: string;
-  summary(): Promise<Summary>;
-  tensor(name: string, request: TensorRequest): Promise<TensorDetail>;
+  summary(): Promise<ViewSummary>;
+  tensor(name: string, request: TensorRequest): Promise<TensorReport>;
 }
 
 /** An error as the page shows it: a stable code and a message. */

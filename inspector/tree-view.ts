@@ -3,14 +3,29 @@
  * tensors scroll as smoothly as 10 (a synthetic 10k-tensor header renders about 60 row elements). Keyboard: arrows,
  * Home/End, PageUp/PageDown, Enter/Space; focus stays on the tree and `aria-activedescendant` names the active row.
  */
+import type { TensorEntry } from "../src/view/summary.js";
+import { type TreeNode, visibleRows } from "../src/view/tree.js";
 import { group, humanCount, shapeText } from "./format.js";
-import { initialExpansion, type TreeNode, visibleRows } from "./tree-model.js";
 
 export const ROW_HEIGHT = 26;
 const OVERSCAN = 12;
 
+/** Which groups start open: all of them when a filter narrowed the tree, else the top levels but not layer stacks. */
+function initialExpansion(root: TreeNode, all: boolean, depth = 2): Set<string> {
+  const open = new Set<string>();
+  const visit = (n: TreeNode) => {
+    if (n.children.length === 0) return;
+    if (all || (!n.folded && n.depth <= depth)) open.add(n.path);
+    for (const c of n.children) visit(c);
+  };
+  for (const c of root.children) visit(c);
+  return open;
+}
+
 export class TreeView {
-  private roots: TreeNode[] = [];
+  private root: TreeNode | null = null;
+  private tensors = new Map<string, TensorEntry>();
+  private parents = new Map<TreeNode, TreeNode | null>();
   private open = new Set<string>();
   private rows: TreeNode[] = [];
   private active = 0;
@@ -20,7 +35,7 @@ export class TreeView {
 
   constructor(
     private readonly element: HTMLElement,
-    private readonly onPick: (node: TreeNode) => void,
+    private readonly onPick: (tensor: string) => void,
   ) {
     this.spacer = document.createElement("div");
     this.spacer.className = "tree-spacer";
@@ -31,16 +46,26 @@ export class TreeView {
       const row = (event.target as HTMLElement).closest<HTMLElement>("[data-row]");
       if (!row) return;
       this.setActive(Number(row.dataset.row));
-      this.activate(this.rows[this.active]!);
+      const n = this.rows[this.active]!;
+      // The arrow folds; the name opens the tensor a group node may also be (`a` beside `a.b`).
+      if ((event.target as HTMLElement).classList.contains("twist") && n.children.length) this.toggle(n);
+      else this.activate(n);
       element.focus({ preventScroll: true });
     });
     new ResizeObserver(() => this.schedule()).observe(element);
   }
 
-  /** Shows a new forest; `expandAll` when a filter narrowed it down. */
-  show(roots: TreeNode[], expandAll: boolean): void {
-    this.roots = roots;
-    this.open = initialExpansion(roots, expandAll);
+  /** Shows a new tree (from `buildTree`); `expandAll` when a filter narrowed it down. */
+  show(root: TreeNode, tensors: ReadonlyMap<string, TensorEntry>, expandAll: boolean): void {
+    this.root = root;
+    this.tensors = new Map(tensors);
+    this.parents = new Map();
+    const link = (n: TreeNode, parent: TreeNode | null) => {
+      this.parents.set(n, parent);
+      for (const c of n.children) link(c, n);
+    };
+    for (const c of root.children) link(c, null);
+    this.open = initialExpansion(root, expandAll);
     this.active = 0;
     this.refresh();
     this.element.scrollTop = 0;
@@ -57,9 +82,9 @@ export class TreeView {
   }
 
   private refresh(): void {
-    const key = this.rows[this.active]?.key;
-    this.rows = visibleRows(this.roots, this.open);
-    const kept = key === undefined ? -1 : this.rows.findIndex((n) => n.key === key);
+    const key = this.rows[this.active]?.path;
+    this.rows = this.root ? visibleRows(this.root, (n) => this.open.has(n.path)).map((r) => r.node) : [];
+    const kept = key === undefined ? -1 : this.rows.findIndex((n) => n.path === key);
     this.active = kept >= 0 ? kept : Math.min(this.active, Math.max(0, this.rows.length - 1));
     this.spacer.style.height = `${this.rows.length * ROW_HEIGHT}px`;
     this.render();
@@ -87,39 +112,46 @@ export class TreeView {
 
   private row(i: number): HTMLElement {
     const n = this.rows[i]!;
-    const siblings = n.parent ? n.parent.children : this.roots;
+    const parent = this.parents.get(n) ?? null;
+    const siblings = parent ? parent.children : this.root!.children;
     const el = document.createElement("div");
     el.id = `tree-row-${i}`;
     el.className = "tree-row";
     el.dataset.row = String(i);
-    el.dataset.key = n.key;
+    el.dataset.key = n.path;
     el.setAttribute("role", "treeitem");
-    el.setAttribute("aria-level", String(n.depth + 1));
+    el.setAttribute("aria-level", String(n.depth));
     el.setAttribute("aria-setsize", String(siblings.length));
     el.setAttribute("aria-posinset", String(siblings.indexOf(n) + 1));
     el.style.transform = `translateY(${i * ROW_HEIGHT}px)`;
-    el.style.paddingLeft = `${0.5 + n.depth * 1.1}rem`;
+    el.style.paddingLeft = `${0.5 + (n.depth - 1) * 1.1}rem`;
     if (i === this.active) el.classList.add("active");
     const twist = document.createElement("span");
     twist.className = "twist";
     twist.setAttribute("aria-hidden", "true");
     const label = document.createElement("span");
     label.className = "label";
-    label.textContent = n.label;
+    label.textContent = n.segment;
     const info = document.createElement("span");
     info.className = "info";
-    if (n.tensor) {
-      const selected = n.tensor.name === this.selected;
+    const tensor = n.tensor === null ? undefined : this.tensors.get(n.tensor);
+    if (tensor) {
+      const selected = tensor.name === this.selected;
       el.setAttribute("aria-selected", String(selected));
       if (selected) el.classList.add("selected");
-      info.textContent = `${n.tensor.dtype} ${shapeText(n.tensor.shape)}`;
-      el.title = n.tensor.name;
-    } else {
-      const expanded = this.open.has(n.key);
+      el.title = tensor.name;
+    }
+    if (n.children.length) {
+      const expanded = this.open.has(n.path);
       el.setAttribute("aria-expanded", String(expanded));
       twist.textContent = expanded ? "▾" : "▸";
-      info.textContent = `${group(n.count)} · ${humanCount(n.parameters)}`;
-      el.title = `${group(n.count)} tensors, ${group(n.parameters)} parameters`;
+      const layers = n.folded ? `${group(n.layers)} layers · ` : "";
+      info.textContent = `${layers}${group(n.tensors)} · ${humanCount(n.counted)}`;
+      el.title = `${n.path}: ${group(n.tensors)} tensors, ${group(n.parameters)} elements${
+        n.counted === n.parameters ? "" : `, ${group(n.counted)} parameters as the Hub counts them`
+      }`;
+    } else if (tensor) {
+      info.textContent = `${tensor.dtype} ${shapeText(tensor.shape)}`;
     }
     el.append(twist, label, info);
     return el;
@@ -136,18 +168,16 @@ export class TreeView {
     this.render();
   }
 
-  private toggle(n: TreeNode, open: boolean): void {
-    if (open) this.open.add(n.key);
-    else this.open.delete(n.key);
+  private toggle(n: TreeNode, open = !this.open.has(n.path)): void {
+    if (open) this.open.add(n.path);
+    else this.open.delete(n.path);
     this.refresh();
   }
 
+  /** Enter, Space or a click: a tensor opens in the detail pane, a group folds or unfolds. */
   private activate(n: TreeNode): void {
-    if (n.tensor) {
-      this.onPick(n);
-    } else {
-      this.toggle(n, !this.open.has(n.key));
-    }
+    if (n.tensor !== null) this.onPick(n.tensor);
+    else if (n.children.length) this.toggle(n);
   }
 
   private key(event: KeyboardEvent): void {
@@ -174,14 +204,16 @@ export class TreeView {
         this.setActive(this.rows.length - 1);
         break;
       case "ArrowRight":
-        if (n.tensor) break;
-        if (!this.open.has(n.key)) this.toggle(n, true);
+        if (!n.children.length) break;
+        if (!this.open.has(n.path)) this.toggle(n, true);
         else this.setActive(this.active + 1);
         break;
-      case "ArrowLeft":
-        if (!n.tensor && this.open.has(n.key)) this.toggle(n, false);
-        else if (n.parent) this.setActive(this.rows.indexOf(n.parent));
+      case "ArrowLeft": {
+        const parent = this.parents.get(n);
+        if (n.children.length && this.open.has(n.path)) this.toggle(n, false);
+        else if (parent) this.setActive(this.rows.indexOf(parent));
         break;
+      }
       case "Enter":
       case " ":
         this.activate(n);

@@ -16,6 +16,8 @@ import { pathToFileURL } from "node:url";
 import type { Page } from "playwright-core";
 import { inspectJson } from "../src/cli/inspect-format.js";
 import { openFile, serialize, Tensor } from "../src/node.js";
+import { heatmap, tensorStats } from "../src/view/stats.js";
+import { summarizeFile } from "../src/view/summary.js";
 import { chromiumMissing, launchChromium } from "./helpers/chromium.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, repoRoot } from "./helpers/corpus.js";
 
@@ -67,39 +69,34 @@ function assertStats(shown: Record<string, string>, file: string, name: string):
   assert.equal(shown.elements!.replace(/,/g, ""), String(e.count));
 }
 
-/** The page's static files, and optionally an API answering for one file the way `safetensors view` does. */
+/**
+ * The page's static files, and optionally an API answering for one file with the src/view modules, in the shapes
+ * `safetensors view` answers.
+ */
 function startServer(root: string, api?: { file: string }): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
-    const json = (status: number, body: string) => {
-      res.writeHead(status, { "content-type": "application/json" }).end(body);
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
     };
     if (url.pathname.startsWith("/api/")) {
-      if (!api) return json(404, JSON.stringify({ code: "NotFound", message: "no API here" }));
+      if (!api) return json(404, { code: "NotFound", message: "no API here" });
       using f = openFile(api.file);
-      if (url.pathname === "/api/summary") {
-        return json(200, JSON.stringify({ file: path.basename(api.file), ...JSON.parse(inspectJson(f.header)) }));
-      }
+      if (url.pathname === "/api/summary")
+        return json(200, summarizeFile(f.header, { source: path.basename(api.file) }));
       const name = url.searchParams.get("name") ?? "";
-      if (!f.has(name)) return json(404, JSON.stringify({ code: "TensorNotFound", message: `no tensor ${name}` }));
-      const e = expectedStats(api.file, name);
-      const info = f.info(name);
+      if (!f.has(name)) return json(404, { error: { code: "TensorNotFound", message: `no tensor ${name}` } });
+      const tensor = f.getTensor(name);
       const range = f.byteRange(name);
-      return json(
-        200,
-        JSON.stringify({
-          name,
-          dtype: info.dtype,
-          shape: info.shape,
-          byte_range: [range.offset, range.offset + range.length],
-          sampled: false,
-          stats: { min: e.min, max: e.max, mean: e.mean, std: e.std, nan: 0, inf: 0, zeros: e.zeros },
-          histogram: { edges: [e.min, (e.min + e.max) / 2, e.max], counts: [e.count - 1, 1] },
-          ...(info.shape.length === 2
-            ? { heatmap: { rows: 2, cols: 2, row_step: 1, col_step: 1, values: [e.min, 0, 0, e.max] } }
-            : {}),
-        }),
-      );
+      return json(200, {
+        name,
+        dtype: tensor.dtype,
+        shape: tensor.shape,
+        file: null,
+        byte_range: [range.offset, range.offset + range.length],
+        ...tensorStats(tensor, { bins: Number(url.searchParams.get("bins")) }),
+        heatmap: heatmap(tensor, { size: Number(url.searchParams.get("heatmap")) }),
+      });
     }
     const file = path.join(root, url.pathname === "/" ? "index.html" : path.normalize(url.pathname));
     if (!file.startsWith(root) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
@@ -176,13 +173,15 @@ describe("web inspector in headless Chromium", { skip }, () => {
     const expected = JSON.parse(inspectJson(f.header));
     assert.equal(await page.getAttribute("#cards", "data-parameters"), String(expected.parameters));
     // Layers start folded: expand `transformer.h`'s layer 0, then its attention block.
-    assert.equal(await row("gtransformer.h.0").getAttribute("aria-expanded"), "false");
-    await row("gtransformer.h.0").click();
-    assert.equal(await row("gtransformer.h.0").getAttribute("aria-expanded"), "true");
-    await row("gtransformer.h.0.attn").click();
-    await row("gtransformer.h.0.attn.c_attn").click();
+    assert.equal(await row("transformer.h").getAttribute("aria-expanded"), "false");
+    await row("transformer.h").click();
+    assert.equal(await row("transformer.h").getAttribute("aria-expanded"), "true");
+    assert.equal(await row("transformer.h.0").getAttribute("aria-expanded"), "false");
+    await row("transformer.h.0").click();
+    await row("transformer.h.0.attn").click();
+    await row("transformer.h.0.attn.c_attn").click();
     const name = "transformer.h.0.attn.c_attn.weight";
-    await row(`t${name}`).click();
+    await row(name).click();
     await detailShown(name);
     assertStats(await shownStats(page), GPT2, name);
     const range = f.byteRange(name);
@@ -191,7 +190,7 @@ describe("web inspector in headless Chromium", { skip }, () => {
       shown["byte range"],
       `[${range.offset.toLocaleString("en")}, ${(range.offset + range.length).toLocaleString("en")})`,
     );
-    assert.equal(await row(`t${name}`).getAttribute("aria-selected"), "true");
+    assert.equal(await row(name).getAttribute("aria-selected"), "true");
     assert.ok(await page.isVisible("#heatmap"), "a 2-D tensor has a heat map");
     await shot("served-1280");
     assert.deepEqual(errors, []);
@@ -217,26 +216,34 @@ describe("web inspector in headless Chromium", { skip }, () => {
         return id ? document.getElementById(id)?.dataset.key : undefined;
       });
     await page.keyboard.press("Home");
-    assert.equal(await active(), "gtransformer");
+    assert.equal(await active(), "transformer");
     await page.keyboard.press("ArrowDown");
-    assert.equal(await active(), "gtransformer.h");
-    await page.keyboard.press("ArrowDown");
-    assert.equal(await active(), "gtransformer.h.0");
-    await page.keyboard.press("ArrowRight"); // opens layer 0
-    assert.equal(await row("gtransformer.h.0").getAttribute("aria-expanded"), "true");
+    assert.equal(await active(), "transformer.h");
+    await page.keyboard.press("ArrowRight"); // opens the layer stack
+    assert.equal(await row("transformer.h").getAttribute("aria-expanded"), "true");
     await page.keyboard.press("ArrowRight"); // to its first child
-    assert.equal(await active(), "gtransformer.h.0.attn");
+    assert.equal(await active(), "transformer.h.0");
+    await page.keyboard.press("ArrowRight"); // opens layer 0
+    assert.equal(await row("transformer.h.0").getAttribute("aria-expanded"), "true");
+    await page.keyboard.press("ArrowDown");
+    assert.equal(await active(), "transformer.h.0.attn");
     await page.keyboard.press("ArrowLeft"); // to the parent
-    assert.equal(await active(), "gtransformer.h.0");
+    assert.equal(await active(), "transformer.h.0");
     await page.keyboard.press("ArrowLeft"); // closes it
-    assert.equal(await row("gtransformer.h.0").getAttribute("aria-expanded"), "false");
+    assert.equal(await row("transformer.h.0").getAttribute("aria-expanded"), "false");
     await page.keyboard.press("End");
-    assert.equal(await active(), "ttransformer.wte.weight");
+    const last = await page.evaluate(() => {
+      const rows = Array.from(document.querySelectorAll<HTMLElement>(".tree-row"));
+      return rows.sort((a, b) => Number(b.dataset.row) - Number(a.dataset.row))[0]!.dataset.key;
+    });
+    assert.equal(await active(), last);
+    assert.ok(last, "End reached a row");
     await page.keyboard.press("Enter");
-    await detailShown("transformer.wte.weight");
-    assertStats(await shownStats(page), GPT2, "transformer.wte.weight");
+    await detailShown(last);
+    assertStats(await shownStats(page), GPT2, last);
     assert.equal(await page.getAttribute("#tree", "role"), "tree");
-    assert.equal(await row("ttransformer.wte.weight").getAttribute("role"), "treeitem");
+    assert.equal(await row(last).getAttribute("role"), "treeitem");
+    assert.equal(await row(last).getAttribute("aria-selected"), "true");
   });
 
   test("narrow window (400 px) stays readable", async () => {
@@ -263,11 +270,12 @@ describe("web inspector in headless Chromium", { skip }, () => {
     await page.dispatchEvent("body", "drop", { dataTransfer: transfer });
     await page.waitForSelector("#view:not([hidden])");
     assert.equal(await page.textContent("#source"), "gpt2.safetensors");
-    await row("gtransformer.h.3").click();
-    await row("gtransformer.h.3.mlp").click();
-    await row("gtransformer.h.3.mlp.c_fc").click();
+    await row("transformer.h").click();
+    await row("transformer.h.3").click();
+    await row("transformer.h.3.mlp").click();
+    await row("transformer.h.3.mlp.c_fc").click();
     const name = "transformer.h.3.mlp.c_fc.weight";
-    await row(`t${name}`).click();
+    await row(name).click();
     await detailShown(name);
     assertStats(await shownStats(page), GPT2, name);
     assert.ok(await page.isVisible("#heatmap"));
@@ -277,8 +285,12 @@ describe("web inspector in headless Chromium", { skip }, () => {
   test("standalone: kohya metadata as a table, JSON values collapsible, training facts", async () => {
     await pick(KOHYA);
     await page.waitForFunction(() => document.querySelector("#metadata-count")?.textContent === "(61 keys)");
-    const facts = await page.$$eval("#facts dt", (dts) => dts.map((d) => d.textContent));
-    assert.ok(facts.includes("network dim") && facts.includes("network alpha"), facts.join(", "));
+    const facts = await page.$$eval("#facts [data-fact]", (pairs) =>
+      Object.fromEntries(pairs.map((p) => [p.getAttribute("data-fact"), p.querySelector("dd")?.textContent])),
+    );
+    using f = openFile(KOHYA);
+    assert.equal(facts.network_dim, f.metadata()!.get("ss_network_dim"));
+    assert.equal(facts.network_alpha, f.metadata()!.get("ss_network_alpha"));
     await page.click("#metadata-box > summary");
     const tagRow = page.locator("#metadata tr", { has: page.locator("th", { hasText: /^ss_tag_frequency$/ }) });
     await tagRow.locator("summary").click();
@@ -297,7 +309,7 @@ describe("web inspector in headless Chromium", { skip }, () => {
     const [name, shard] = Object.entries(index.weight_map as Record<string, string>).at(-1)!;
     await page.fill("#filter", name);
     await page.waitForFunction(() => /^1 of/.test(document.querySelector("#tree-count")?.textContent ?? ""));
-    await row(`t${name}`).click();
+    await row(name).click();
     await detailShown(name);
     const shown = await shownStats(page);
     assert.equal(shown.shard, shard);
