@@ -1007,8 +1007,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"hugePageSize", NULL, NULL, NULL, NULL, make_number(env, (double)HUGE_PAGE_SIZE), napi_enumerable, NULL},
       {"maxWindowLength", NULL, NULL, NULL, NULL, make_number(env, MAX_WINDOW_LENGTH), napi_enumerable, NULL},
       /* Bumped with every change of a function's arguments or results (src/io/native.ts checks it): 2 = openHead
-       * into caller buffers, scanHeader. */
-      {"interfaceVersion", NULL, NULL, NULL, NULL, make_number(env, 2), napi_enumerable, NULL},
+       * into caller buffers, scanHeader; 3 = scanHeader refuses (-1) a header that repeats a tensor name. */
+      {"interfaceVersion", NULL, NULL, NULL, NULL, make_number(env, 3), napi_enumerable, NULL},
       {"uncountedWindows", NULL, NULL, NULL, NULL, make_boolean(env, st_unaccounted_supported() != 0), napi_enumerable,
        NULL},
   };

@@ -80,6 +80,20 @@ describe("native header scanner", { skip: scan ? false : "native addon not built
     );
     check(`{"__proto__":${entry(0, 4)},"constructor":${entry(4, 8)}}`, 8, true);
     check(`{"1":${entry(4, 8)},"0":${entry(0, 4)}}`, 8, false); // not in file order: the full reader sorts
+    check(`{"a":{ "dtype" :"F32",\n"shape": [ 1 ] ,"data_offsets":[0 , 4] } }`, 4, true);
+    check(`{"dtype":${entry(0, 4)},"shape":${entry(4, 8)},"data_offsets":${entry(8, 12)}}`, 12, true);
+  });
+
+  test("a repeated name is the full reader's, wherever it comes (the scanner's name table)", () => {
+    for (const count of [3, 40, 2000]) {
+      const members = Array.from({ length: count }, (_, i) => `"layer.${i}.w":${entry(i * 4, i * 4 + 4)}`);
+      check(`{${members.join(",")}}`, count * 4, true);
+      for (const at of [1, count - 1]) {
+        const repeated = [...members];
+        repeated[at] = `"layer.0.w":${entry(at * 4, at * 4 + 4)}`;
+        check(`{${repeated.join(",")}}`, count * 4, false);
+      }
+    }
   });
 
   test("leaves everything else to the full reader", () => {
@@ -97,6 +111,10 @@ describe("native header scanner", { skip: scan ? false : "native addon not built
       [`{"a":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}}`, 4],
       [`{"a":{"dtype":"F32","shape":[-0],"data_offsets":[0,0]}}`, 0],
       [`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}`, 4],
+      [`{"a":{"dtypes":"F32","shape":[1],"data_offsets":[0,4]}}`, 4],
+      [`{"a":{"dtype":"F32","shape":[1],"data_offsets2":[0,4]}}`, 4],
+      [`{"a":{"dtype":"F32","shap":[1],"data_offsets":[0,4]}}`, 4],
+      [`{"a":{"dtype":"F32","shape":[1],"shape":[1],"data_offsets":[0,4]}}`, 4],
       [`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, 4],
       [`{"a":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}}`, 4],
       [`{"a":{"dtype":{"F32":null},"shape":[1],"data_offsets":[0,4]}}`, 4],

@@ -9,23 +9,17 @@ import type { TensorInfo } from "./header.js";
 
 export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
   readonly #names: readonly string[];
-  readonly #index: ReadonlyMap<string, number>;
+  /** Name to position, made on the first lookup by name (opening a file and loadFile need none). */
+  #index: Map<string, number> | undefined;
   readonly #dtypes: readonly DtypeInfo[];
   /** Per tensor, where its `ndim, dims…, begin, end` start in `#numbers`. */
   readonly #starts: Int32Array;
   readonly #numbers: Float64Array;
   readonly #infos: (TensorInfo | undefined)[];
 
-  /** Takes ownership of every argument. */
-  constructor(
-    names: readonly string[],
-    index: ReadonlyMap<string, number>,
-    dtypes: readonly DtypeInfo[],
-    starts: Int32Array,
-    numbers: Float64Array,
-  ) {
+  /** Takes ownership of every argument; `names` must be distinct. */
+  constructor(names: readonly string[], dtypes: readonly DtypeInfo[], starts: Int32Array, numbers: Float64Array) {
     this.#names = names;
-    this.#index = index;
     this.#dtypes = dtypes;
     this.#starts = starts;
     this.#numbers = numbers;
@@ -36,12 +30,22 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
     return this.#names.length;
   }
 
+  #lookup(): Map<string, number> {
+    if (this.#index === undefined) {
+      const index = new Map<string, number>();
+      const names = this.#names;
+      for (let i = 0; i < names.length; i++) index.set(names[i]!, i);
+      this.#index = index;
+    }
+    return this.#index;
+  }
+
   has(name: string): boolean {
-    return this.#index.has(name);
+    return this.#lookup().has(name);
   }
 
   get(name: string): TensorInfo | undefined {
-    const i = this.#index.get(name);
+    const i = this.#lookup().get(name);
     return i === undefined ? undefined : this.#at(i);
   }
 

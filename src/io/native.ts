@@ -126,7 +126,7 @@ export const ADDON_SHAPE: {
  * The addon interface this code calls (`interfaceVersion` in native/safetensors_native.c). A binary with the same
  * function names but older arguments (a stale build left in build/) would fail every open; it is passed over instead.
  */
-export const NATIVE_INTERFACE_VERSION = 2;
+export const NATIVE_INTERFACE_VERSION = 3;
 
 export interface NativeStatus {
   available: boolean;
