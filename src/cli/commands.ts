@@ -44,6 +44,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   { name: "cast", summary: "float tensors to bf16/f16/f32 as torch rounds", load: () => import("./cast.js") },
   { name: "load-rank", summary: "a tensor-parallel rank's part of tensors", load: () => import("./load-rank.js") },
+  { name: "view", summary: "web inspector for a file, checkpoint or URL (127.0.0.1)", load: () => import("./view.js") },
   { name: "doctor", summary: "which read backends this installation has", load: () => import("./doctor.js") },
   { name: "scan", summary: "globals a PyTorch checkpoint names, and a verdict", load: () => import("./scan.js") },
   {
