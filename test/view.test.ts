@@ -6,10 +6,13 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
+import type { Dtype } from "../src/format/dtypes.js";
 import { openFile } from "../src/node.js";
 import { openSharded } from "../src/shards/node.js";
 import { describeMetadata, parseJsonValue } from "../src/view/metadata.js";
 import { countParameters, detectQuantization, type ParamTensor, quantizationFromConfig } from "../src/view/params.js";
+import { type ByteRange, tensorReport } from "../src/view/report.js";
+import { heatmap, tensorStats } from "../src/view/stats.js";
 import { summarizeFile, summarizeSharded, type TensorEntry } from "../src/view/summary.js";
 import { buildTree, visibleRows } from "../src/view/tree.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
@@ -346,4 +349,33 @@ test("tree of the kohya LoRA: 1,750 tensors, subtotals add up", {
   };
   check(root);
   assert.ok(fs.existsSync(path.join(corpusDir, KOHYA)));
+});
+
+test("tensorReport reads only the tensor's byte ranges (the page's path for dropped files)", {
+  skip: !corpusAvailable && corpusMissingReason,
+}, async () => {
+  const bytes = new Uint8Array(fs.readFileSync(path.join(corpusDir, KOHYA)));
+  using handle = openFile(path.join(corpusDir, KOHYA));
+  const summary = summarizeFile(handle.header);
+  const asked: ByteRange[] = [];
+  const target = {
+    summary,
+    readRanges: async (_file: number, ranges: readonly ByteRange[]) => {
+      asked.push(...ranges);
+      return ranges.map((r) => bytes.slice(r.start, r.end));
+    },
+  };
+  for (const entry of summary.tensor_index.filter((e) => e.shape.length === 2).slice(0, 10)) {
+    asked.length = 0;
+    const report = await tensorReport(target, entry.name, { bins: 12, heatmap: 5 });
+    for (const r of asked) assert.ok(r.start >= entry.byte_range[0] && r.end <= entry.byte_range[1], entry.name);
+    const data = bytes.subarray(entry.byte_range[0], entry.byte_range[1]);
+    const tensor = { dtype: entry.dtype as Dtype, shape: entry.shape, data };
+    const whole = tensorStats(tensor, { bins: 12 });
+    assert.deepEqual(report.stats, whole.stats);
+    assert.deepEqual(report.histogram, whole.histogram);
+    assert.deepEqual(report.heatmap, heatmap(tensor, { size: 5 }));
+    assert.deepEqual(report.byte_range, entry.byte_range);
+  }
+  await assert.rejects(tensorReport(target, "missing"), { code: "TensorNotFound" });
 });

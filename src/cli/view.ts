@@ -1,7 +1,7 @@
 /** `safetensors view`: the web inspector for a file, a checkpoint or a URL, on 127.0.0.1. */
 import { spawn } from "node:child_process";
 import { isSafetensorError } from "../format/errors.js";
-import { isLoopback, openViewTarget, startViewServer, type ViewTarget } from "../view/node-server.js";
+import { isLoopback, openViewTarget, type ServedTarget, startViewServer } from "../view/node-server.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 
@@ -55,7 +55,7 @@ API: GET /api/summary (inspect --json of the input plus placement, dtypes, param
       port = Number(values.port);
     }
     if (values.host !== undefined && values.host.trim() === "") throw new UsageError("--host needs an address");
-    let target: ViewTarget | { error: unknown };
+    let target: ServedTarget | { error: unknown };
     try {
       target = await openViewTarget(input, backend ?? "auto");
     } catch (error) {

@@ -20,30 +20,17 @@ import type { AsyncSafetensorsFile } from "../async-file.js";
 import { openInput } from "../cli/input.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
-import { isRemoteLocation, openAsync, withEnvironment } from "../io/node-async.js";
-import type { Backend } from "../node.js";
+import { openAsync, withEnvironment } from "../io/node-async.js";
+import type { Backend } from "../node-files.js";
+import { isRemoteLocation } from "../remote/location.js";
 import { openShardedAsync } from "../remote/sharded.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
-import { elementBytes } from "./decode.js";
 import { type QuantizationConfig, quantizationFromConfig } from "./params.js";
-import {
-  DEFAULT_MAX_SAMPLES,
-  heatmapOfRows,
-  heatmapRowRanges,
-  numelOf,
-  planHeatmap,
-  planSample,
-  statsOfChunks,
-} from "./stats.js";
-import { summarizeFile, summarizeSharded, type TensorEntry, type ViewSummary } from "./summary.js";
+import { tensorReport, type ViewTarget } from "./report.js";
+import { summarizeFile, summarizeSharded } from "./summary.js";
 
-type Range = { start: number; end: number };
-
-/** What the server reads from: a summary, and byte ranges of each of its files. */
-export interface ViewTarget {
-  readonly summary: ViewSummary;
-  /** Absolute byte ranges of file `file` (an index into `summary.placement`). */
-  readRanges(file: number, ranges: readonly Range[]): Promise<Uint8Array[]>;
+/** A target the server owns: closed with the server. */
+export interface ServedTarget extends ViewTarget {
   close(): Promise<void>;
 }
 
@@ -67,7 +54,7 @@ function shownLocation(location: string): string {
  * Open what `safetensors view` was given: a file, a checkpoint directory or index, or an http(s)://, hf://, s3://
  * location of a file or (ending in `.json`) an index.
  */
-export async function openViewTarget(input: string, backend: Backend = "auto"): Promise<ViewTarget> {
+export async function openViewTarget(input: string, backend: Backend = "auto"): Promise<ServedTarget> {
   if (isRemoteLocation(input)) {
     const source = shownLocation(input);
     if (/\.json$/i.test(source)) {
@@ -127,60 +114,6 @@ export async function openViewTarget(input: string, backend: Backend = "auto"): 
     file.close();
     throw error;
   }
-}
-
-export interface TensorQuery {
-  readonly bins?: number;
-  readonly heatmap?: number;
-  readonly maxSamples?: number;
-}
-
-const entries = new WeakMap<ViewSummary, Map<string, TensorEntry>>();
-
-/** `/api/tensor`'s answer: the tensor's statistics and histogram (and heat map), reading only its bytes. */
-export async function tensorReport(target: ViewTarget, name: string, query: TensorQuery = {}) {
-  let byName = entries.get(target.summary);
-  if (!byName) {
-    byName = new Map(target.summary.tensor_index.map((t) => [t.name, t]));
-    entries.set(target.summary, byName);
-  }
-  const entry = byName.get(name);
-  if (!entry) throw new SafetensorError("TensorNotFound", `no tensor named ${JSON.stringify(name)}`, { tensor: name });
-  const dtype = entry.dtype as Parameters<typeof elementBytes>[0];
-  const maxSamples = query.maxSamples ?? DEFAULT_MAX_SAMPLES;
-  const begin = entry.byte_range[0];
-  const absolute = (r: { begin: number; end: number }) => ({ start: begin + r.begin, end: begin + r.end });
-  const plan = planSample(numelOf(entry.shape), maxSamples);
-  const runs = plan.runs.map(({ start, count }) => ({ ...elementBytes(dtype, start, count), count }));
-  const bytes = await target.readRanges(entry.file, runs.map(absolute));
-  const chunks = runs.map((r, i) => ({ bytes: bytes[i]!, skip: r.skip, count: r.count }));
-  const result = statsOfChunks(dtype, chunks, plan.sampled, { bins: query.bins });
-  let heatmap: ReturnType<typeof heatmapOfRows> | null | undefined;
-  if (query.heatmap !== undefined) {
-    const mapPlan = dtype === "C64" ? null : planHeatmap(entry.shape, { size: query.heatmap, maxSamples });
-    if (mapPlan) {
-      const rows = heatmapRowRanges(dtype, entry.shape, mapPlan);
-      const rowBytes = await target.readRanges(entry.file, rows.map(absolute));
-      heatmap = heatmapOfRows(
-        dtype,
-        entry.shape,
-        mapPlan,
-        rows.map((r, i) => ({ bytes: rowBytes[i]!, skip: r.skip, count: r.count })),
-      );
-    } else heatmap = null;
-  }
-  return {
-    name,
-    dtype: entry.dtype,
-    shape: entry.shape,
-    file: target.summary.placement[entry.file]!.file,
-    byte_range: entry.byte_range,
-    sampled: result.sampled,
-    values: result.values,
-    stats: result.stats,
-    histogram: result.histogram,
-    ...(heatmap === undefined ? {} : { heatmap }),
-  };
 }
 
 export interface ViewServerOptions {
@@ -300,7 +233,7 @@ function intParam(value: string | null, name: string): number | undefined {
  * `host:port`. Resolves once listening.
  */
 export async function startViewServer(
-  target: ViewTarget | { readonly error: unknown },
+  target: ServedTarget | { readonly error: unknown },
   options: ViewServerOptions = {},
 ): Promise<ViewServer> {
   const host = options.host ?? "127.0.0.1";
