@@ -7,7 +7,7 @@
  *
  * Pure code: no `node:` imports, runs in browsers.
  */
-import { inspectJson, inspectShardedJson } from "../cli/inspect-format.js";
+import { inspectJson, inspectShardedJson, parameterCount } from "../cli/inspect-format.js";
 import { DTYPES } from "../format/dtypes.js";
 import type { Header } from "../format/header.js";
 import { checkShards } from "../shards/check.js";
@@ -115,7 +115,6 @@ export interface SummaryOptions {
 const dtypeRank = (dtype: string) => DTYPES.indexOf(dtype as (typeof DTYPES)[number]);
 
 function placementOf(file: string | null, header: Header): FilePlacement {
-  const inspect = JSON.parse(inspectJson(header)) as InspectFileJson;
   return {
     file,
     file_bytes: header.fileLength,
@@ -123,7 +122,7 @@ function placementOf(file: string | null, header: Header): FilePlacement {
     data_start: header.dataStart,
     tensors: header.tensors.size,
     bytes: header.dataLength,
-    parameters: inspect.parameters,
+    parameters: Number(parameterCount(header)),
   };
 }
 
