@@ -9,7 +9,7 @@ import { SafetensorsFile } from "./file.js";
 import { dtypeInfo } from "./format/dtypes.js";
 import { SafetensorError } from "./format/errors.js";
 import { ioError, PreadSource } from "./io/node-file.js";
-import { writeAllAt, writeFileAtomic } from "./io/node-write.js";
+import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "./io/node-write.js";
 import { createWriter, type SafetensorsWriter } from "./io/stream-writer.js";
 import { type Container, type ContainerOptions, openContainer } from "./pickle/container.js";
 import { type ConversionPlan, type ConvertOptions, type PlannedTensor, planConversion } from "./pickle/plan.js";
@@ -174,50 +174,80 @@ function writeTensor(
   writer.write(p.name, out, 0);
 }
 
+/** A checkpoint opened and planned (policy applied), its file still open for the write. */
+export interface PlannedCheckpoint {
+  readonly input: string;
+  readonly source: PreadSource;
+  readonly container: Container;
+  readonly plan: ConversionPlan;
+}
+
+/** Open and plan a checkpoint: refuses (UnsafePickle, …) before anything is written. Close `source` when done. */
+export function openPlanned(input: string, options: NodeConvertOptions = {}): PlannedCheckpoint {
+  const source = PreadSource.open(input);
+  try {
+    const nodeOptions = withNodeOptions(options);
+    const container = openContainer(source, nodeOptions);
+    return { input, source, container, plan: planConversion(container, nodeOptions) };
+  } catch (error) {
+    source.close();
+    if (error instanceof SafetensorError) throw error;
+    throw ioError(error, `cannot convert ${input}`);
+  }
+}
+
+/** Stream a planned checkpoint into `output` (atomic: the file appears only when complete). */
+export function writePlanned(
+  planned: PlannedCheckpoint,
+  output: string,
+  options: NodeConvertOptions & AtomicWriteOptions = {},
+): ConversionReport {
+  const { plan, container, source } = planned;
+  const maxGather = options.maxGatherBytes ?? 1 << 30;
+  const writer = createWriter(
+    output,
+    plan.tensors.map((t) => [t.name, { dtype: t.dtype, shape: t.shape }] as const),
+    plan.metadata,
+    { fsync: options.fsync, mode: options.mode },
+  );
+  try {
+    const largest = Math.max(0, ...plan.tensors.map((t) => t.byteLength));
+    const scratch = new Uint8Array(Math.min(CHUNK_BYTES, Math.max(largest, 1)));
+    // In file order, so the output is written front to back.
+    const order = new Map(writer.layout.tensors.map((t, i) => [t.name, i]));
+    for (const p of [...plan.tensors].sort((a, b) => order.get(a.name)! - order.get(b.name)!)) {
+      writeTensor(writer, p, container, source, scratch, maxGather);
+    }
+    writer.commit();
+  } catch (error) {
+    if (error instanceof SafetensorError) throw error;
+    throw ioError(error, `cannot convert ${planned.input}`);
+  } finally {
+    writer.abort();
+  }
+  return {
+    ...plan,
+    tensors: plan.tensors.map((t) => ({
+      name: t.name,
+      dtype: t.dtype,
+      shape: t.shape,
+      sourceDtype: t.tensor.sourceDtype,
+      contiguous: isContiguous(t.tensor),
+    })),
+    bytesWritten: writer.layout.totalLength,
+  };
+}
+
 /**
  * Convert a PyTorch checkpoint to a safetensors file. Refuses (UnsafePickle, writing nothing) when the file names a
  * dangerous global, or one not allowlisted unless `allowUnknown`. The output appears atomically, only when complete.
  */
 export function convertPickleFile(input: string, output: string, options: NodeConvertOptions = {}): ConversionReport {
-  const source = PreadSource.open(input);
+  const planned = openPlanned(input, options);
   try {
-    const nodeOptions = withNodeOptions(options);
-    const container = openContainer(source, nodeOptions);
-    const plan = planConversion(container, nodeOptions);
-    const maxGather = options.maxGatherBytes ?? 1 << 30;
-    const writer = createWriter(
-      output,
-      plan.tensors.map((t) => [t.name, { dtype: t.dtype, shape: t.shape }] as const),
-      plan.metadata,
-    );
-    try {
-      const largest = Math.max(0, ...plan.tensors.map((t) => t.byteLength));
-      const scratch = new Uint8Array(Math.min(CHUNK_BYTES, Math.max(largest, 1)));
-      // In file order, so the output is written front to back.
-      const order = new Map(writer.layout.tensors.map((t, i) => [t.name, i]));
-      for (const p of [...plan.tensors].sort((a, b) => order.get(a.name)! - order.get(b.name)!)) {
-        writeTensor(writer, p, container, source, scratch, maxGather);
-      }
-      writer.commit();
-    } finally {
-      writer.abort();
-    }
-    return {
-      ...plan,
-      tensors: plan.tensors.map((t) => ({
-        name: t.name,
-        dtype: t.dtype,
-        shape: t.shape,
-        sourceDtype: t.tensor.sourceDtype,
-        contiguous: isContiguous(t.tensor),
-      })),
-      bytesWritten: writer.layout.totalLength,
-    };
-  } catch (error) {
-    if (error instanceof SafetensorError) throw error;
-    throw ioError(error, `cannot convert ${input}`);
+    return writePlanned(planned, output, options);
   } finally {
-    source.close();
+    planned.source.close();
   }
 }
 

@@ -35,6 +35,11 @@ export {
   saveFile,
 } from "./node-files.js";
 export { convertPickleFile, convertToTorchFile, planPickleFile, scanPickleFile } from "./node-pickle.js";
+export {
+  convertPickleDirectory,
+  type DirectoryConversionReport,
+  type DirectoryConvertOptions,
+} from "./node-pickle-dir.js";
 export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,

@@ -4,6 +4,7 @@ import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
 import { sniff } from "../format/sniff.js";
 import { type ConversionReport, convertPickleFile, convertToTorchFile } from "../node-pickle.js";
+import { convertPickleDirectory, type DirectoryConversionReport, isPickleDirectoryTarget } from "../node-pickle-dir.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 
@@ -14,6 +15,11 @@ built, and listed). Tied tensors (same storage and geometry) are written once; t
 the metadata as NAME → KEPT (as the reference's save_model does), or written in full with --clone-shared. Views
 are gathered into contiguous bytes, big-endian files byte-swapped, numpy arrays become tensors. The weights are
 the top-level dict, or found under state_dict / model / … (said so), or named with --key.
+A directory IN (pytorch_model-0000k-of-0000N.bin + pytorch_model.bin.index.json, one pytorch_model.bin, or any
+*.bin / *.pt set with its *.index.json; or the index itself) becomes OUTDIR/model-0000k-of-0000N.safetensors, one per
+shard, + model.safetensors.index.json (model.safetensors for one file). Every shard is scanned and planned first: any
+refusal refuses the whole directory and writes nothing. OUTDIR may be IN (only model*.safetensors files and their
+index are written or replaced there).
 The way back: a safetensors IN is written as a torch zip checkpoint (protocol 2, allowlisted globals only, records
 aligned to 64 bytes) that torch.load(weights_only=True) reads; metadata NAME → KEPT entries become tied tensors.`;
 
@@ -31,7 +37,7 @@ function text(input: string, output: string, r: ConversionReport): string {
 
 export const command = defineCommand({
   usage:
-    "convert IN OUT.safetensors [--key KEY] [--allow-unknown] [--clone-shared] [--json]\nconvert IN.safetensors OUT.bin [--json]",
+    "convert IN OUT.safetensors [--key KEY] [--allow-unknown] [--clone-shared] [--json]\nconvert DIR|INDEX OUTDIR [--key KEY] [--allow-unknown] [--clone-shared] [--json]\nconvert IN.safetensors OUT.bin [--json]",
   description: DESCRIPTION,
   options: {
     key: { type: "string", value: "KEY", help: "the entry holding the weights (state_dict, model, a.b)" },
@@ -59,6 +65,41 @@ function isSafetensorsFile(file: string): boolean {
   }
 }
 
+function reportJson(input: string, output: string, report: ConversionReport) {
+  return {
+    input,
+    output,
+    key: report.key,
+    keyFound: report.keyFound,
+    tensors: report.tensors,
+    aliases: Object.fromEntries(report.aliases),
+    metadata: Object.fromEntries(report.metadata),
+    nonTensors: report.nonTensors,
+    dropped: report.dropped,
+    otherEntries: report.otherEntries,
+    verdict: report.scan.verdict,
+    globals: report.scan.globals.map((g) => ({
+      global: g.global,
+      verdict: g.verdict,
+      uses: [...g.uses],
+      pickle: g.pickle,
+    })),
+    bytesWritten: report.bytesWritten,
+  };
+}
+
+function directoryText(r: DirectoryConversionReport): string {
+  const tensors = r.shards.reduce((n, s) => n + s.report.tensors.length, 0);
+  const head = `${r.input} -> ${r.output}: ${r.shards.length} shard(s), ${tensors} tensors, ${r.bytesWritten} bytes${r.outputIndex ? `, index ${path.basename(r.outputIndex)}` : ""}`;
+  const lines = [head];
+  for (const s of r.shards) {
+    const shard = text(path.basename(s.input), path.basename(s.output), s.report).trimEnd();
+    lines.push(...shard.split("\n").map((line) => `  ${line}`));
+  }
+  for (const w of r.warnings) lines.push(`  warning: ${w}`);
+  return `${lines.join("\n")}\n`;
+}
+
 function convert(
   values: { key?: string; "allow-unknown"?: boolean; "clone-shared"?: boolean; json?: boolean },
   positionals: string[],
@@ -66,6 +107,30 @@ function convert(
 ): number {
   if (positionals.length !== 2) throw new UsageError("convert takes IN and OUT");
   const [input, output] = positionals as [string, string];
+  const options = {
+    ...(values.key !== undefined ? { key: values.key } : {}),
+    allowUnknown: values["allow-unknown"] === true,
+    cloneShared: values["clone-shared"] === true,
+  };
+  if (isPickleDirectoryTarget(input)) {
+    if (/\.safetensors$/i.test(output)) {
+      throw new UsageError("IN is a checkpoint directory or index: OUT must be a directory (OUTDIR)");
+    }
+    const r = convertPickleDirectory(input, output, options);
+    const json = {
+      input,
+      output,
+      index: r.index,
+      outputIndex: r.outputIndex,
+      totalSize: r.totalSize,
+      bytesWritten: r.bytesWritten,
+      tensors: r.shards.reduce((n, s) => n + s.report.tensors.length, 0),
+      shards: r.shards.map((s) => reportJson(s.input, s.output, s.report)),
+      warnings: r.warnings,
+    };
+    io.stdout(values.json ? `${JSON.stringify(json)}\n` : directoryText(r));
+    return 0;
+  }
   try {
     if (fs.realpathSync(input) === path.resolve(fs.realpathSync(path.dirname(output)), path.basename(output))) {
       throw new SafetensorError("InvalidOption", "convert: OUT is the same file as IN");
@@ -92,34 +157,9 @@ function convert(
     );
     return 0;
   }
-  const report = convertPickleFile(input, output, {
-    ...(values.key !== undefined ? { key: values.key } : {}),
-    allowUnknown: values["allow-unknown"] === true,
-    cloneShared: values["clone-shared"] === true,
-  });
+  const report = convertPickleFile(input, output, options);
   if (values.json) {
-    io.stdout(
-      `${JSON.stringify({
-        input,
-        output,
-        key: report.key,
-        keyFound: report.keyFound,
-        tensors: report.tensors,
-        aliases: Object.fromEntries(report.aliases),
-        metadata: Object.fromEntries(report.metadata),
-        nonTensors: report.nonTensors,
-        dropped: report.dropped,
-        otherEntries: report.otherEntries,
-        verdict: report.scan.verdict,
-        globals: report.scan.globals.map((g) => ({
-          global: g.global,
-          verdict: g.verdict,
-          uses: [...g.uses],
-          pickle: g.pickle,
-        })),
-        bytesWritten: report.bytesWritten,
-      })}\n`,
-    );
+    io.stdout(`${JSON.stringify(reportJson(input, output, report))}\n`);
   } else {
     io.stdout(text(input, output, report));
   }

@@ -182,7 +182,8 @@ function locateIndex(target: string): { indexPath: string | null; single: string
   );
 }
 
-function readIndex(indexPath: string, maxBytes: number): ShardIndex {
+/** Read and parse an index file (strict: see parseIndex), at most `maxBytes`. */
+export function readIndex(indexPath: string, maxBytes: number): ShardIndex {
   let fd: number;
   try {
     fd = fs.openSync(indexPath, "r");
@@ -214,7 +215,7 @@ function readIndex(indexPath: string, maxBytes: number): ShardIndex {
   }
 }
 
-function realpath(file: string): string {
+export function realpath(file: string): string {
   try {
     return fs.realpathSync(file);
   } catch (error) {
@@ -223,7 +224,7 @@ function realpath(file: string): string {
 }
 
 /** The path of a shard, refusing one that resolves (through symlinks) outside the checkpoint's directory. */
-function shardPath(directory: string, realDirectory: string, name: string): string {
+export function shardPath(directory: string, realDirectory: string, name: string): string {
   const joined = path.join(directory, name);
   const real = realpath(joined);
   const relative = path.relative(realDirectory, real);
