@@ -137,3 +137,45 @@ test("scanRun ends runs where a byte loop does", { skip: skipNative }, () => {
     { seed: 20261201, numRuns: 20000 },
   );
 });
+
+test("the Node entry's accelerators change no verdict or message on the hostile cases", {
+  skip: skipNative,
+}, async () => {
+  const { installed } = await import("../src/format/accelerators.js");
+  const { parseHeader } = await import("../src/format/header.js");
+  await import("../src/node.js"); // installs isUtf8, scanRun and findSyntaxError
+  assert.ok(installed.isUtf8 && installed.scanRun && installed.findSyntaxError);
+  // Count the hints given, to see the shortcut taken.
+  const find = installed.findSyntaxError;
+  let found = 0;
+  installed.findSyntaxError = (bytes) => {
+    const at = find(bytes);
+    if (at >= 0) found++;
+    return at;
+  };
+  const saved = { ...installed };
+  const judge = (bytes: Uint8Array, fileLength: number) => {
+    try {
+      const header = parseHeader(bytes, fileLength);
+      return { tensors: [...header.tensors.values()], metadata: header.metadata };
+    } catch (error) {
+      if (!isSafetensorError(error)) throw error;
+      return `${error.code}: ${error.message}`;
+    }
+  };
+  // 1 MB: past the 10,000 entries after which the reader asks for a syntax error, and runs far past 256 bytes.
+  for (const hostile of HOSTILE_CASES) {
+    const file = buildHostileFile(hostile, 1 << 20);
+    const n = Number(new DataView(file.buffer).getBigUint64(0, true));
+    const bytes = file.subarray(8, 8 + n);
+    const fast = judge(bytes, file.length);
+    for (const key of Object.keys(installed) as (keyof typeof installed)[]) delete installed[key];
+    try {
+      assert.deepStrictEqual(judge(bytes, file.length), fast, hostile.id);
+    } finally {
+      Object.assign(installed, saved);
+    }
+  }
+  installed.findSyntaxError = find;
+  assert.ok(found >= 1, `the syntax hint was found ${found} times`);
+});
