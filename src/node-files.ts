@@ -4,6 +4,8 @@
  * opens one file per process, where that warm-up would only cost).
  */
 import { isUtf8 } from "node:buffer";
+import { resolve as resolvePath } from "node:path";
+import { hasJournal, journalPathFor } from "./edit/journal.js";
 import { SafetensorsFile } from "./file.js";
 import { installAccelerators } from "./format/accelerators.js";
 import { CompactTensors } from "./format/compact-tensors.js";
@@ -38,7 +40,34 @@ export interface OpenFileOptions extends HeaderOptions {
    * with positional reads into memory the caller owns, "auto" (default) uses mmap when the addon is available.
    */
   backend?: Backend;
+  /**
+   * What to do when the file has an undo journal next to it (an in-place edit in progress, or one interrupted by a
+   * crash: the file may hold part of an edit until it is recovered): "warn" (default) emits a process warning of type
+   * `SafetensorsWarning`, code `SAFETENSORS_INTERRUPTED_EDIT`, once per file per process; "error" throws
+   * `InterruptedEdit`; "ignore" reads on.
+   */
+  interruptedEdit?: "warn" | "error" | "ignore";
 }
+
+const warnedJournals = new Set<string>();
+
+/** The `interruptedEdit` policy for `path` (one stat of the journal's path). */
+function checkInterruptedEdit(path: string, policy: OpenFileOptions["interruptedEdit"] = "warn"): void {
+  if (policy === "ignore" || !hasJournal(path)) return;
+  const journal = journalPathFor(path);
+  const message =
+    `${path} has an undo journal (${journal}): an in-place edit is in progress or was interrupted, so the file ` +
+    "may hold part of it. Recover it with recoverFile(path) or `safetensors recover FILE` (rolls the edit back)";
+  if (policy === "error") throw new SafetensorError("InterruptedEdit", message);
+  if (policy !== "warn") {
+    throw new SafetensorError("InvalidOption", `interruptedEdit must be "warn", "error" or "ignore", got ${policy}`);
+  }
+  const key = resolvePath(path);
+  if (warnedJournals.has(key)) return;
+  warnedJournals.add(key);
+  process.emitWarning(message, { type: "SafetensorsWarning", code: "SAFETENSORS_INTERRUPTED_EDIT" });
+}
+
 
 /** The backend "auto" resolves to here: mmap when the native addon is loaded, else pread. */
 export function defaultBackend(): "mmap" | "pread" {
@@ -62,6 +91,7 @@ function openSource(path: string, backend: Backend, populate = false): SyncByteS
 
 /** Open a file lazily: validates the header, reads tensors on demand. Close it (or use `using`) when done. */
 export function openFile(path: string, options: OpenFileOptions = {}): SafetensorsFile {
+  checkInterruptedEdit(path, options.interruptedEdit);
   return SafetensorsFile.open(openSource(path, options.backend ?? "auto"), options);
 }
 
@@ -83,6 +113,7 @@ export interface LoadFileOptions extends OpenFileOptions {
  * is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory the tensors own.
  */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
+  checkInterruptedEdit(path, options.interruptedEdit);
   const source = openSource(path, options.backend ?? "auto", options.populate === true);
   const file = SafetensorsFile.open(source, options);
   const tensors = new Map<string, Tensor>();

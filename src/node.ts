@@ -11,7 +11,10 @@ export {
   type EditOptions,
   type EditResult,
   type EditValues,
+  type LocalityProof,
   openForEdit,
+  type VerifyLevel,
+  type WriteOptions,
 } from "./edit/region.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";

@@ -1,5 +1,5 @@
 /**
- * Crash safety of in-place edits: a child process runs a deterministic sequence of edits (each one write + commit),
+ * Crash safety of in-place edits: a child process runs a deterministic sequence of edits (each two writes + commit),
  * printing one byte before every positional write it makes (journal or data; each edit writes its slice as dozens of
  * separate ranges). Told a seeded random write number, it stops before that write and the parent, having seen that
  * many bytes, SIGKILLs it — so the kill lands at an exact, reproducible point: before the journal, inside it, or
@@ -51,22 +51,30 @@ function runEdits(file: string, from: number, after?: () => void): void {
     const { name, spec, values } = edit(k);
     const handle = openForEdit(file);
     handle.write(name, spec, values);
+    // A second write in the same transaction: appended to the journal, undone with the first.
+    handle.write(name === "c" ? "a" : "c", spec, values);
     handle.commit();
     handle.close();
     after?.();
   }
 }
 
-/** Call `before()` ahead of every fs.writeSync except to standard output; returns the undo. */
+/** Call `before()` ahead of every fs.writeSync / fs.writevSync except to standard output; returns the undo. */
 function hookWrites(before: () => void): () => void {
   const original = fsModule.writeSync;
+  const originalV = fsModule.writevSync;
   fsModule.writeSync = ((fd: number, ...rest: unknown[]) => {
     if (fd !== 1) before();
     return (original as (...args: unknown[]) => number)(fd, ...rest);
   }) as typeof fsModule.writeSync;
+  fsModule.writevSync = ((fd: number, ...rest: unknown[]) => {
+    if (fd !== 1) before();
+    return (originalV as (...args: unknown[]) => number)(fd, ...rest);
+  }) as typeof fsModule.writevSync;
   syncBuiltinESMExports();
   return () => {
     fsModule.writeSync = original;
+    fsModule.writevSync = originalV;
     syncBuiltinESMExports();
   };
 }

@@ -17,7 +17,16 @@ import { writeAllAt } from "../io/node-write.js";
 import { openFile } from "../node-files.js";
 import { type ByteRange, fetchRanges, parseSliceSpec, planSlice, type SliceIndex } from "../slice/index.js";
 import { checkSliceBounds } from "./bounds.js";
-import { type JournalRecord, readRegion, recoverFile, removeJournal, undoRecords, writeJournal } from "./journal.js";
+import { filledBytes } from "./fill.js";
+import {
+  type JournalRecord,
+  JournalWriter,
+  readRegion,
+  recoverFile,
+  removeJournal,
+  rollbackFromJournal,
+} from "./journal.js";
+import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } from "./proof.js";
 
 export interface EditOptions extends HeaderOptions {
   /**
@@ -25,19 +34,55 @@ export interface EditOptions extends HeaderOptions {
    * crash is then still safe, a power loss may not be).
    */
   readonly fsync?: boolean;
-  /** Refuse (`TooLarge`) an uncommitted set of edits whose old bytes exceed this (default 1 GiB; held in memory). */
+  /**
+   * Refuse (`TooLarge`) an uncommitted set of edits whose old bytes exceed this (default 1 GiB: the journal's size
+   * on disk; one write also holds its slice's old and new bytes in memory).
+   */
   readonly maxJournalBytes?: number;
+}
+
+/**
+ * How much a write proves about what it changed (`write(..., {verify})`):
+ * - "none" (default): nothing beyond the write itself (what `np.memmap` gives);
+ * - "tensor": SHA-256 of the edited tensor before and after, and a check that the tensor after the write is the
+ *   tensor before with only the written ranges replaced (so its bytes outside the slice are unchanged). Costs two
+ *   reads and three hashes of the tensor;
+ * - "full": also the same check over the whole file (header and every other tensor): three hashes of the file.
+ *
+ * Bytes outside the written ranges are never written by the edit in any case (positional writes of those ranges
+ * only); "tensor" and "full" check it after the fact, against anything else that might write the file meanwhile.
+ */
+export type VerifyLevel = "none" | "tensor" | "full";
+
+export interface WriteOptions {
+  readonly verify?: VerifyLevel;
+}
+
+/** What a verified write checked (see `VerifyLevel`); every check passed, or the write threw `VerificationFailed`. */
+export interface LocalityProof {
+  readonly level: "tensor" | "full";
+  readonly tensorSha256Before: string;
+  readonly tensorSha256After: string;
+  /** "full" only: SHA-256 of the whole file before and after (equal to the old file with only the ranges replaced). */
+  readonly fileSha256Before?: string;
+  readonly fileSha256After?: string;
 }
 
 /** What `write` accepts: values in the slice's row-major order, one value for every element, or raw bytes. */
 export type EditValues = readonly number[] | Float32Array | Uint8Array | { readonly fill: number };
 
 export interface EditResult {
+  /** The file written (a shard's path for a sharded checkpoint). */
+  readonly file: string;
   readonly tensor: string;
   /** Elements written. */
   readonly elements: number;
   /** Absolute file ranges written (sorted, disjoint): the slice's runs, with small gaps between them bridged. */
   readonly ranges: readonly ByteRange[];
+  /** Bytes of the slice itself (the ranges may also cover small gaps, rewritten unchanged). */
+  readonly bytes: number;
+  /** Present when the write was verified. */
+  readonly proof?: LocalityProof;
 }
 
 export const DEFAULT_MAX_JOURNAL_BYTES = 2 ** 30;
@@ -54,15 +99,15 @@ function encodeValues(info: TensorInfo, elements: number, byteLength: number, va
     }
     return values;
   }
+  if (!(values instanceof Float32Array) && !Array.isArray(values)) {
+    return filledBytes(info.dtype, (values as { fill: number }).fill, byteLength, info.name);
+  }
   if (!canEncode(info.dtype)) {
     throw new SafetensorError(
       "UnsupportedDtype",
-      `cannot encode numbers as ${info.dtype}: only float dtypes take numbers; give raw bytes instead`,
+      `cannot encode numbers as ${info.dtype}: only float dtypes take numbers; give raw bytes (or a fill) instead`,
       { tensor: info.name },
     );
-  }
-  if (!(values instanceof Float32Array) && !Array.isArray(values)) {
-    return fromFloat32(info.dtype, new Float32Array(elements).fill((values as { fill: number }).fill));
   }
   const list = values as readonly number[] | Float32Array;
   if (list.length !== elements) {
@@ -99,20 +144,22 @@ export class EditHandle {
   readonly #size: number;
   readonly #fsync: boolean;
   readonly #maxJournalBytes: number;
-  #records: JournalRecord[] = [];
+  readonly #group: string;
+  #journal: JournalWriter | null = null;
   #journalBytes = 0;
   #closed = false;
 
-  /** @internal use `openForEdit`. */
-  constructor(path: string, options: EditOptions) {
+  /** @internal use `openForEdit`. `group` ties the journals of one multi-shard edit together (sharded-edit.ts). */
+  constructor(path: string, options: EditOptions, group = "") {
     this.path = path;
     this.#fsync = options.fsync ?? false;
+    this.#group = group;
     this.#maxJournalBytes = options.maxJournalBytes ?? DEFAULT_MAX_JOURNAL_BYTES;
     if (!(this.#maxJournalBytes >= 0)) {
       throw new SafetensorError("InvalidOption", `maxJournalBytes must be ≥ 0, got ${this.#maxJournalBytes}`);
     }
     // The header is validated before anything is opened for writing.
-    this.#file = openFile(path, { ...options, backend: "pread" });
+    this.#file = openFile(path, { ...options, backend: "pread", interruptedEdit: "ignore" });
     try {
       this.#fd = fs.openSync(path, "r+");
       this.#size = fs.fstatSync(this.#fd).size;
@@ -144,20 +191,43 @@ export class EditHandle {
     return this.#file.byteRange(name);
   }
 
+  /** The file holding tensor `name` (this file; a sharded handle answers with the shard). */
+  fileOf(name: string): string {
+    this.#live();
+    this.#file.info(name);
+    return this.path;
+  }
+
+  /** Whether there are uncommitted edits. */
+  get pending(): boolean {
+    return this.#journal !== null;
+  }
+
   /**
    * Overwrite `tensor[slice]` (numpy basic indexing, as a string like `"1024:1152"` or parsed) with `values` in the
-   * tensor's dtype: numbers / Float32Array (rounded to nearest even for F16, BF16, F8), `{fill}`, or raw bytes of
-   * exactly the slice's length. Slices reaching outside the tensor are refused (`InvalidSlice`) rather than clamped.
+   * tensor's dtype: numbers / Float32Array (rounded to nearest even for F16, BF16, F8), `{fill}` (any dtype; integers
+   * must be exact and in range, BOOL 0 or 1), or raw bytes of exactly the slice's length. Slices reaching outside the
+   * tensor are refused (`InvalidSlice`) rather than clamped. `verify` (default "none"): see `VerifyLevel`.
    */
-  write(name: string, slice: string | readonly SliceIndex[], values: EditValues): EditResult {
+  write(
+    name: string,
+    slice: string | readonly SliceIndex[],
+    values: EditValues,
+    options: WriteOptions = {},
+  ): EditResult {
     this.#live();
+    const verify = options.verify ?? "none";
+    if (verify !== "none" && verify !== "tensor" && verify !== "full") {
+      throw new SafetensorError("InvalidOption", `verify must be "none", "tensor" or "full", got ${String(verify)}`);
+    }
     const info = this.#file.info(name);
     const shape = info.exactShape ?? info.shape;
     const index = typeof slice === "string" ? parseSliceSpec(slice) : slice;
     checkSliceBounds(shape, index);
     const plan = planSlice(info.dtype, shape, index);
     const encoded = encodeValues(info, plan.elementCount, plan.byteLength, values);
-    const base = this.#file.byteRange(name).offset;
+    const tensorRange = this.#file.byteRange(name);
+    const base = tensorRange.offset;
     const ranges = fetchRanges(plan);
     let total = 0;
     for (const range of ranges) total += range.end - range.start;
@@ -169,32 +239,49 @@ export class EditHandle {
         { tensor: name },
       );
     }
-    // Old bytes of every range, then the new content of each range: the old with the slice's chunks laid over it.
+    const result = {
+      file: this.path,
+      tensor: name,
+      elements: plan.elementCount,
+      bytes: plan.byteLength,
+      ranges: ranges.map((r) => ({ start: base + r.start, end: base + r.end })),
+    };
+    if (ranges.length === 0) return result;
+    // Old bytes of every range, then the new content of each range.
     const old = ranges.map((range) => readRegion(this.#fd, base + range.start, range.end - range.start));
-    const next = old.map((bytes) => bytes.slice());
-    const length = plan.chunkLength;
-    let k = 0;
-    let hint = 0;
-    plan.forEachChunk((start) => {
-      hint = rangeOf(ranges, start, hint);
-      next[hint]!.set(encoded.subarray(k, k + length), start - ranges[hint]!.start);
-      k += length;
-    });
-    const records = ranges.map((range, i) => ({ offset: base + range.start, bytes: old[i]! }));
-    // The journal (all uncommitted edits so far) is in place before the first data byte changes.
-    writeJournal(this.path, { fileSize: this.#size, records: [...this.#records, ...records] }, this.#fsync);
-    this.#records.push(...records);
+    const next = newContent(plan, ranges, old, encoded);
+    const overlays: Overlay[] = ranges.map((range, i) => ({ offset: base + range.start, bytes: next[i]! }));
+    const end = base + tensorRange.length;
+    let tensorDigests: SpanDigests | undefined;
+    let fileDigests: SpanDigests | undefined;
+    if (verify !== "none") tensorDigests = spanDigests(this.#fd, base, end, overlays);
+    if (verify === "full") fileDigests = spanDigests(this.#fd, 0, this.#size, overlays);
+    const records: JournalRecord[] = ranges.map((range, i) => ({ offset: base + range.start, bytes: old[i]! }));
+    // The journal holds the old bytes before the first data byte changes.
+    if (this.#journal === null) {
+      this.#journal = JournalWriter.create(this.path, this.#size, this.#group, records, this.#fsync);
+    } else this.#journal.append(records);
     this.#journalBytes += total;
     try {
-      for (let i = 0; i < ranges.length; i++) writeAllAt(this.#fd, next[i]!, base + ranges[i]!.start);
+      for (const overlay of overlays) writeAllAt(this.#fd, overlay.bytes, overlay.offset);
     } catch (error) {
       throw ioError(error, `cannot write to ${this.path} (the journal can restore it: rollback() or recover)`);
     }
-    return {
-      tensor: name,
-      elements: plan.elementCount,
-      ranges: ranges.map((r) => ({ start: base + r.start, end: base + r.end })),
+    if (tensorDigests === undefined) return result;
+    const tensorAfter = spanDigest(this.#fd, base, end);
+    checkSpan(`tensor ${name}`, tensorDigests, tensorAfter, name);
+    let fileAfter: string | undefined;
+    if (fileDigests !== undefined) {
+      fileAfter = spanDigest(this.#fd, 0, this.#size);
+      checkSpan(`the file ${this.path}`, fileDigests, fileAfter, name);
+    }
+    const proof: LocalityProof = {
+      level: verify === "full" ? "full" : "tensor",
+      tensorSha256Before: tensorDigests.before,
+      tensorSha256After: tensorAfter,
+      ...(fileDigests ? { fileSha256Before: fileDigests.before, fileSha256After: fileAfter } : {}),
     };
+    return { ...result, proof };
   }
 
   /** Read `length` bytes at absolute `offset` (as the file is now). */
@@ -205,32 +292,44 @@ export class EditHandle {
     return bytes;
   }
 
-  /** Make the edits so far final: fsync the file (when asked), then remove the journal. */
-  commit(): void {
-    this.#live();
-    if (this.#records.length === 0) return;
+  /** @internal First half of a commit: the file's edits made durable (when fsync was asked). */
+  syncData(): void {
     try {
-      if (this.#fsync) fs.fsyncSync(this.#fd);
+      if (this.#fsync && this.#journal !== null) fs.fsyncSync(this.#fd);
     } catch (error) {
       throw ioError(error, `cannot fsync ${this.path}`);
     }
+  }
+
+  /** @internal Second half of a commit: the journal removed, the edits final. */
+  dropJournal(): void {
+    if (this.#journal === null) return;
+    this.#journal.close();
     removeJournal(this.path);
-    this.#records = [];
+    this.#journal = null;
     this.#journalBytes = 0;
   }
 
-  /** Undo every edit since the last commit, byte for byte, and remove the journal. */
+  /** Make the edits so far final: fsync the file (when asked), then remove the journal. */
+  commit(): void {
+    this.#live();
+    this.syncData();
+    this.dropJournal();
+  }
+
+  /** Undo every edit since the last commit, byte for byte (from the journal), and remove the journal. */
   rollback(): void {
     this.#live();
-    if (this.#records.length === 0) return;
+    if (this.#journal === null) return;
     try {
-      undoRecords(this.#fd, this.#records);
+      this.#journal.close();
+      rollbackFromJournal(this.path, this.#fd);
       if (this.#fsync) fs.fsyncSync(this.#fd);
     } catch (error) {
       throw ioError(error, `cannot roll back ${this.path} (the journal is kept: run recover)`);
     }
     removeJournal(this.path);
-    this.#records = [];
+    this.#journal = null;
     this.#journalBytes = 0;
   }
 
@@ -249,6 +348,39 @@ export class EditHandle {
   [Symbol.dispose](): void {
     this.close();
   }
+}
+
+/**
+ * The new content of each range: the slice's bytes, laid over the old bytes where the ranges also cover gaps. When
+ * the ranges hold exactly the slice in memory order (no gaps, no negative steps: `1024:1152`), they are views of
+ * `encoded` and nothing is copied.
+ */
+function newContent(
+  plan: ReturnType<typeof planSlice>,
+  ranges: readonly ByteRange[],
+  old: readonly Uint8Array[],
+  encoded: Uint8Array,
+): Uint8Array[] {
+  let total = 0;
+  for (const range of ranges) total += range.end - range.start;
+  if (total === plan.byteLength && plan.strides.every((stride) => stride > 0)) {
+    let at = 0;
+    return ranges.map((range) => {
+      const view = encoded.subarray(at, at + range.end - range.start);
+      at += range.end - range.start;
+      return view;
+    });
+  }
+  const next = old.map((bytes) => bytes.slice());
+  const length = plan.chunkLength;
+  let k = 0;
+  let hint = 0;
+  plan.forEachChunk((start) => {
+    hint = rangeOf(ranges, start, hint);
+    next[hint]!.set(encoded.subarray(k, k + length), start - ranges[hint]!.start);
+    k += length;
+  });
+  return next;
 }
 
 /**

@@ -43,8 +43,13 @@ export type SafetensorErrorCode =
   | "IncompleteWrite"
   | "DiskFull"
   | "NotWritable"
-  // In-place edits (src/edit): an undo journal that is torn, damaged or not this file's.
+  // In-place edits (src/edit): an undo journal that is torn, damaged or not this file's; a file whose last edit was
+  // interrupted (its journal is still there: recover it); a mask that does not fit its tensor; a write whose
+  // read-back does not show exactly the intended change.
   | "JournalCorrupt"
+  | "InterruptedEdit"
+  | "InvalidMask"
+  | "VerificationFailed"
   // Sharded checkpoints.
   | "InvalidIndex"
   | "InterruptedSave"

@@ -1,0 +1,61 @@
+/**
+ * One value repeated over a slice, in any dtype: the value is encoded once (one aligned group of elements: 1 element,
+ * 2 for F4, 4 for F6) and the group's bytes are repeated, instead of encoding every element (encoding 512 Ki F16
+ * zeros element by element took 2–6 ms in a fresh process; repeating the pattern takes ~0.1 ms). Pure.
+ */
+import { canEncode, fromFloat32 } from "../codecs/index.js";
+import { type Dtype, dtypeOf } from "../format/dtypes.js";
+import { SafetensorError } from "../format/errors.js";
+
+const INTEGER_RANGES: Partial<Record<Dtype, readonly [bigint, bigint]>> = {
+  BOOL: [0n, 1n],
+  U8: [0n, 255n],
+  I8: [-128n, 127n],
+  U16: [0n, 65535n],
+  I16: [-32768n, 32767n],
+  U32: [0n, 4294967295n],
+  I32: [-2147483648n, 2147483647n],
+  U64: [0n, 18446744073709551615n],
+  I64: [-9223372036854775808n, 9223372036854775807n],
+};
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/** The little-endian bytes of one aligned group of `value`s in `dtype` (integers must be exact and in range). */
+export function encodeScalarGroup(dtype: Dtype, value: number, tensor?: string): Uint8Array {
+  const bits = dtypeOf(dtype).bits;
+  const group = 8 / gcd(bits, 8);
+  if (canEncode(dtype)) return fromFloat32(dtype, new Float32Array(group).fill(value));
+  if (dtype === "C64") return fromFloat32("F32", [value, 0]);
+  const range = INTEGER_RANGES[dtype];
+  if (range === undefined) throw new SafetensorError("UnsupportedDtype", `cannot fill a ${dtype} tensor`, { tensor });
+  if (!Number.isSafeInteger(value) || BigInt(value) < range[0] || BigInt(value) > range[1]) {
+    throw new SafetensorError(
+      "InvalidTensor",
+      `${value} is not a ${dtype} value (integers ${range[0]}…${range[1]}${dtype === "BOOL" ? ": 0 or 1" : ""})`,
+      { tensor },
+    );
+  }
+  const bytes = new Uint8Array(bits / 8);
+  let v = BigInt.asUintN(bits, BigInt(value));
+  for (let i = 0; i < bytes.length; i++, v >>= 8n) bytes[i] = Number(v & 0xffn);
+  return bytes;
+}
+
+/** `byteLength` bytes of `value` repeated (a whole number of aligned groups, as planSlice guarantees). */
+export function filledBytes(dtype: Dtype, value: number, byteLength: number, tensor?: string): Uint8Array {
+  const pattern = encodeScalarGroup(dtype, value, tensor);
+  const out = new Uint8Array(byteLength);
+  if (pattern.every((b) => b === pattern[0])) {
+    if (pattern[0] !== 0) out.fill(pattern[0]!);
+    return out;
+  }
+  out.set(pattern.subarray(0, Math.min(pattern.length, byteLength)));
+  for (let filled = pattern.length; filled < byteLength; filled *= 2) {
+    out.copyWithin(filled, 0, Math.min(filled, byteLength - filled));
+  }
+  return out;
+}
