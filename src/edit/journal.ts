@@ -70,7 +70,7 @@ function corrupt(journalPath: string, why: string): never {
 function u64Bytes(...values: number[]): Uint8Array {
   const out = new Uint8Array(values.length * 8);
   const view = new DataView(out.buffer);
-  values.forEach((value, i) => view.setBigUint64(i * 8, BigInt(value), true));
+  for (let i = 0; i < values.length; i++) view.setBigUint64(i * 8, BigInt(values[i]!), true);
   return out;
 }
 
