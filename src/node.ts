@@ -9,6 +9,7 @@ export {
   DEFAULT_MAX_JOURNAL_BYTES,
   EditHandle,
   type EditOptions,
+  type Editor,
   type EditResult,
   type EditValues,
   type LocalityProof,
@@ -16,6 +17,7 @@ export {
   type VerifyLevel,
   type WriteOptions,
 } from "./edit/region.js";
+export { type CheckpointRecoverResult, recoverCheckpoint, ShardedEditHandle } from "./edit/sharded-edit.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
 // `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.

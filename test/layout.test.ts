@@ -68,6 +68,8 @@ const PURE = [
   "src/shards/index.ts",
   "src/edit/bounds.ts",
   "src/edit/cast.ts",
+  "src/edit/fill.ts",
+  "src/edit/npy.ts",
   "src/remote/sharded.ts",
   "src/remote/location.ts",
 ];

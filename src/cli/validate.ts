@@ -1,5 +1,8 @@
 /** `safetensors validate`: every check the reader makes, on each file given. */
-import { isSafetensorError, type SafetensorError } from "../format/errors.js";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { hasJournal, journalPathFor } from "../edit/journal.js";
+import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { inputHeader } from "./input.js";
@@ -12,11 +15,43 @@ function jsonOf(file: string, error: SafetensorError | undefined): string {
   return `{"file":${JSON.stringify(file)},"ok":false,"error":{"code":"${error.code}","message":${JSON.stringify(error.message)}${tensor}}}`;
 }
 
+/** Files of `target` (a file, or a checkpoint's directory / index) that have an undo journal next to them. */
+function interruptedFiles(target: string): string[] {
+  if (target === "-") return [];
+  let directory: string | null = null;
+  try {
+    const stat = fs.statSync(target);
+    if (stat.isDirectory()) directory = target;
+    else if (target.endsWith(".index.json")) directory = path.dirname(target);
+  } catch {
+    return [];
+  }
+  if (directory === null) return hasJournal(target) ? [target] : [];
+  const dir = directory;
+  return fs
+    .readdirSync(dir)
+    .map((entry) => /^\.(.+)-journal$/.exec(entry)?.[1])
+    .filter((name): name is string => name !== undefined && fs.existsSync(path.join(dir, name)))
+    .sort()
+    .map((name) => path.join(dir, name));
+}
+
+/** `InterruptedEdit` naming the journals and the command that recovers them. */
+function interrupted(target: string, files: readonly string[]): SafetensorError {
+  const journals = files.map((file) => journalPathFor(file)).join(", ");
+  return new SafetensorError(
+    "InterruptedEdit",
+    `an in-place edit was interrupted (undo journal ${journals}): the file may hold part of it. ` +
+      `Run "safetensors recover ${target}" to roll it back, then validate again`,
+  );
+}
+
 export const command = defineCommand({
   usage: "validate FILE|URL... [--json]",
   description: `Check each file's header and layout as the reader does ("-" reads standard input). Prints "ok" per valid
 file on standard output and "error[CODE]: message" per invalid one on standard error (each prefixed with the file
-name when several are given). A file that is something else altogether (a PyTorch checkpoint, an index, a web
+name when several are given). A file (or a shard) with an undo journal next to it, left by an in-place edit that
+was interrupted, is error[InterruptedEdit] with the command that recovers it. A file that is something else altogether (a PyTorch checkpoint, an index, a web
 page...) gets error[NotSafetensors] naming what it is.
 
 --json prints {"file","ok"} or {"file","ok":false,"error":{"code","message"[,"tensor"]}} for one FILE, an array
@@ -37,6 +72,8 @@ Exit status 1 when any file is invalid.`,
     for (const file of positionals) {
       let failure: SafetensorError | undefined;
       try {
+        const journaled = isRemoteLocation(file) ? [] : interruptedFiles(file);
+        if (journaled.length > 0) throw interrupted(file, journaled);
         if (isRemoteLocation(file)) await withRemote(file, async () => {});
         else if (isShardedTarget(file)) openShardedInput(file, backend, io).close();
         else inputHeader(file, backend ?? "auto");

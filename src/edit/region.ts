@@ -15,6 +15,7 @@ import type { HeaderOptions, TensorInfo } from "../format/header.js";
 import { ioError, preadInto } from "../io/node-file.js";
 import { writeAllAt } from "../io/node-write.js";
 import { openFile } from "../node-files.js";
+import { isShardedTarget } from "../shards/node.js";
 import { type ByteRange, fetchRanges, parseSliceSpec, planSlice, type SliceIndex } from "../slice/index.js";
 import { checkSliceBounds } from "./bounds.js";
 import { filledBytes } from "./fill.js";
@@ -27,6 +28,7 @@ import {
   rollbackFromJournal,
 } from "./journal.js";
 import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } from "./proof.js";
+import { recoverCheckpoint, ShardedEditHandle } from "./sharded-edit.js";
 
 export interface EditOptions extends HeaderOptions {
   /**
@@ -137,7 +139,7 @@ function rangeOf(ranges: readonly ByteRange[], offset: number, hint: number): nu
   return lo;
 }
 
-export class EditHandle {
+export class EditHandle implements Editor {
   readonly path: string;
   readonly #file: ReturnType<typeof openFile>;
   readonly #fd: number;
@@ -383,11 +385,31 @@ function newContent(
   return next;
 }
 
+/** What `openForEdit` gives for a file (`EditHandle`) and for a sharded checkpoint (`ShardedEditHandle`). */
+export interface Editor extends Disposable {
+  readonly path: string;
+  /** Whether there are uncommitted edits. */
+  readonly pending: boolean;
+  keys(): string[];
+  info(name: string): TensorInfo;
+  /** The file holding tensor `name` (a shard of a checkpoint). */
+  fileOf(name: string): string;
+  write(name: string, slice: string | readonly SliceIndex[], values: EditValues, options?: WriteOptions): EditResult;
+  commit(): void;
+  rollback(): void;
+  close(): void;
+}
+
 /**
- * Open a safetensors file for in-place edits. A journal left by an interrupted edit is rolled back first (or
- * refused with `JournalCorrupt` when it does not check out: nothing is then touched); the header is validated.
+ * Open a safetensors file, or a sharded checkpoint (its directory or `*.index.json`), for in-place edits. A journal
+ * left by an interrupted edit is rolled back first (or refused with `JournalCorrupt` when it does not check out:
+ * nothing is then touched); the header (every shard's, and the index) is validated.
  */
-export function openForEdit(path: string, options: EditOptions = {}): EditHandle {
+export function openForEdit(path: string, options: EditOptions = {}): Editor {
+  if (isShardedTarget(path)) {
+    recoverCheckpoint(path, { fsync: options.fsync ?? false });
+    return new ShardedEditHandle(path, options);
+  }
   recoverFile(path, { fsync: options.fsync ?? false });
   return new EditHandle(path, options);
 }
