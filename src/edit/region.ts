@@ -286,6 +286,34 @@ export class EditHandle implements Editor {
     return { ...result, proof };
   }
 
+  /**
+   * @internal Journal `old` (the bytes now at absolute `offset`) and write `next` (same length) there: the raw write
+   * of streaming edits (masks), which compute each chunk's new bytes from its old ones.
+   */
+  replaceBytes(offset: number, old: Uint8Array, next: Uint8Array): void {
+    this.#live();
+    if (old.length !== next.length || offset < 0 || offset + old.length > this.#size) {
+      throw new SafetensorError("WriteOutOfRange", `replaceBytes(${offset}, ${old.length}) outside ${this.path}`);
+    }
+    if (this.#journalBytes + old.length > this.#maxJournalBytes) {
+      throw new SafetensorError(
+        "TooLarge",
+        `uncommitted edits would journal ${this.#journalBytes + old.length} bytes, more than maxJournalBytes ` +
+          `(${this.#maxJournalBytes})`,
+      );
+    }
+    const records = [{ offset, bytes: old }];
+    if (this.#journal === null) {
+      this.#journal = JournalWriter.create(this.path, this.#size, this.#group, records, this.#fsync);
+    } else this.#journal.append(records);
+    this.#journalBytes += old.length;
+    try {
+      writeAllAt(this.#fd, next, offset);
+    } catch (error) {
+      throw ioError(error, `cannot write to ${this.path} (the journal can restore it: rollback() or recover)`);
+    }
+  }
+
   /** Read `length` bytes at absolute `offset` (as the file is now). */
   read(offset: number, length: number): Uint8Array {
     this.#live();
@@ -386,7 +414,7 @@ function newContent(
 }
 
 /** What `openForEdit` gives for a file (`EditHandle`) and for a sharded checkpoint (`ShardedEditHandle`). */
-export interface Editor extends Disposable {
+export interface Editor {
   readonly path: string;
   /** Whether there are uncommitted edits. */
   readonly pending: boolean;
@@ -398,6 +426,7 @@ export interface Editor extends Disposable {
   commit(): void;
   rollback(): void;
   close(): void;
+  [Symbol.dispose](): void;
 }
 
 /**

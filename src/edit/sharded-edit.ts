@@ -26,7 +26,7 @@ export class ShardedEditHandle {
   readonly #checkpoint: ShardedFile;
   readonly #options: EditOptions;
   readonly #handles = new Map<string, EditHandle>();
-  #group = randomBytes(12).toString("hex");
+  readonly #group = randomBytes(12).toString("hex");
   #closed = false;
 
   /** @internal use `openForEdit`. */
@@ -58,8 +58,8 @@ export class ShardedEditHandle {
     return [...this.#handles.values()].some((handle) => handle.pending);
   }
 
-  /** `EditHandle.write` on the shard holding `name` (opened for editing on its first write). */
-  write(name: string, slice: string | readonly SliceIndex[], values: EditValues, options?: WriteOptions): EditResult {
+  /** @internal The edit handle of the shard holding `name` (opened for editing on first use). */
+  handleOf(name: string): EditHandle {
     this.#live();
     const shard = this.#checkpoint.shardOf(name);
     let handle = this.#handles.get(shard);
@@ -67,7 +67,12 @@ export class ShardedEditHandle {
       handle = new EditHandle(path.join(this.directory, shard), this.#options, this.#group);
       this.#handles.set(shard, handle);
     }
-    return handle.write(name, slice, values, options);
+    return handle;
+  }
+
+  /** `EditHandle.write` on the shard holding `name`. */
+  write(name: string, slice: string | readonly SliceIndex[], values: EditValues, options?: WriteOptions): EditResult {
+    return this.handleOf(name).write(name, slice, values, options);
   }
 
   /** Make every shard's edits final, all or none (see the module comment). */
@@ -81,8 +86,9 @@ export class ShardedEditHandle {
     for (const handle of pending) handle.syncData();
     writeCommitMarker(this.directory, this.#group, this.#options.fsync ?? false);
     for (const handle of pending) handle.dropJournal();
+    // The marker goes last; the group stays the handle's (a marker is only ever left by a crash, and recovery
+    // removes it before the next transaction can begin).
     removeCommitMarker(this.directory);
-    this.#group = randomBytes(12).toString("hex");
   }
 
   rollback(): void {
