@@ -68,7 +68,6 @@ function checkInterruptedEdit(path: string, policy: OpenFileOptions["interrupted
   process.emitWarning(message, { type: "SafetensorsWarning", code: "SAFETENSORS_INTERRUPTED_EDIT" });
 }
 
-
 /** The backend "auto" resolves to here: mmap when the native addon is loaded, else pread. */
 export function defaultBackend(): "mmap" | "pread" {
   return loadNative() ? "mmap" : "pread";
