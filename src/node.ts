@@ -6,6 +6,15 @@ import { primeOpenPath } from "./node-files.js";
 
 export { journalPathFor, type RecoverOptions, type RecoverResult, recoverFile } from "./edit/journal.js";
 export {
+  type ApplyMaskOptions,
+  type ApplyMaskResult,
+  applyMask,
+  type BitOrder,
+  type MaskedTensor,
+  type MaskLayout,
+  type MaskMode,
+} from "./edit/mask.js";
+export {
   DEFAULT_MAX_JOURNAL_BYTES,
   EditHandle,
   type EditOptions,

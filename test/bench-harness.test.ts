@@ -138,6 +138,7 @@ describe("bench figure registry", () => {
       convert_pickle: 1,
       cli_shard: 1,
       cli_merge: 1,
+      edit_128_rows: 1,
     });
     for (const name of ["import", "slice_8_rows", "cli_hash"]) assert.ok(names.includes(name), name);
   });

@@ -8,7 +8,6 @@
  * running the same sequence uninterrupted.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import fsModule, * as fs from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
@@ -18,6 +17,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { journalPathFor, openForEdit, recoverFile, saveFile, Tensor } from "../src/node.js";
 import { fill } from "./helpers/fill.js";
+import { killAtWrite } from "./helpers/kill-child.js";
 
 const EDITS = 100;
 const TRIALS = 4;
@@ -122,22 +122,12 @@ if (process.env.ST_EDIT_CRASH_CHILD !== undefined) {
         const file = path.join(dir, `t${trial}.safetensors`);
         makeFile(file);
         const killAt = 1 + Math.floor(next() * totalWrites);
-        const child = spawn(process.execPath, ["--import", "tsx", self], {
-          env: { ...process.env, ST_EDIT_CRASH_CHILD: file, ST_EDIT_CRASH_AT: String(killAt) },
-          stdio: ["ignore", "pipe", "inherit"],
-        });
-        let seen = 0;
-        const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
-        child.stdout.on("data", (chunk: Buffer) => {
-          seen += chunk.length;
-          if (seen >= killAt) child.kill("SIGKILL");
-        });
-        await exited;
+        const signal = await killAtWrite(self, { ST_EDIT_CRASH_CHILD: file, ST_EDIT_CRASH_AT: String(killAt) }, killAt);
         if (fs.existsSync(journalPathFor(file))) killedMidEdit++;
         recoverFile(file);
         const state = states.indexOf(sha(file));
         assert.ok(state >= 0, `trial ${trial}: after recovery the file is none of the ${states.length} contents`);
-        assert.equal(child.signalCode, "SIGKILL", `trial ${trial}: the child was killed`);
+        assert.equal(signal, "SIGKILL", `trial ${trial}: the child was killed`);
         // The interrupted sequence finishes from there, ending at the same final content.
         runEdits(file, state);
         assert.equal(sha(file), states[EDITS], `trial ${trial}: resumed edits end at the final content`);

@@ -69,6 +69,7 @@ const PURE = [
   "src/edit/bounds.ts",
   "src/edit/cast.ts",
   "src/edit/fill.ts",
+  "src/edit/mask-kernel.ts",
   "src/edit/npy.ts",
   "src/remote/sharded.ts",
   "src/remote/location.ts",

@@ -7,6 +7,7 @@ import cliHash from "./cli-hash.js";
 import cliInspect from "./cli-inspect.js";
 import { cliMerge, cliShard } from "./cli-shard.js";
 import convertPickle from "./convert-pickle.js";
+import edit128Rows from "./edit-128-rows.js";
 import importTime from "./import.js";
 import loadAll from "./load-all.js";
 import loadViews from "./load-views.js";
@@ -36,6 +37,7 @@ export const FIGURES: readonly Figure[] = [
   convertPickle,
   cliShard,
   cliMerge,
+  edit128Rows,
 ];
 
 export function figureNamed(name: string): Figure | undefined {

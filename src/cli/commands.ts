@@ -44,6 +44,11 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   { name: "cast", summary: "float tensors to bf16/f16/f32 as torch rounds", load: () => import("./cast.js") },
   { name: "edit", summary: "overwrite a tensor slice in place (journaled, verified)", load: () => import("./edit.js") },
+  {
+    name: "apply-mask",
+    summary: "zero weights a mask drops, in place (journaled)",
+    load: () => import("./apply-mask.js"),
+  },
   { name: "recover", summary: "roll back an interrupted in-place edit", load: () => import("./recover.js") },
   { name: "load-rank", summary: "a tensor-parallel rank's part of tensors", load: () => import("./load-rank.js") },
   { name: "view", summary: "web inspector for a file, checkpoint or URL (127.0.0.1)", load: () => import("./view.js") },

@@ -1,0 +1,25 @@
+/**
+ * Crash tests: run a test file again as a child that prints one byte before each write it makes, and SIGKILL it once
+ * it has printed `killAt` bytes (the child waits at that write, so the kill lands at an exact, reproducible point).
+ */
+import { spawn } from "node:child_process";
+
+/** Spawn `script` under tsx with `env` added; resolves with the child's signal once it has exited. */
+export async function killAtWrite(
+  script: string,
+  env: Record<string, string>,
+  killAt: number,
+): Promise<NodeJS.Signals | null> {
+  const child = spawn(process.execPath, ["--import", "tsx", script], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let seen = 0;
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  child.stdout.on("data", (chunk: Buffer) => {
+    seen += chunk.length;
+    if (seen >= killAt) child.kill("SIGKILL");
+  });
+  await exited;
+  return child.signalCode;
+}
