@@ -234,3 +234,26 @@ test("a last record cut short (a crash while appending it) is dropped; the recor
   fs.writeFileSync(journalPathFor(file), last);
   throwsCode(() => recoverFile(file), "JournalCorrupt");
 });
+
+test("a fill over more than one 64 KiB block repeats the pattern exactly (also 3-byte F6 groups)", () => {
+  const big = path.join(dir, "big.safetensors");
+  saveFile(big, {
+    h: new Tensor("F16", [300, 256], fill(300 * 256 * 2, 7)),
+    s: new Tensor("F6_E2M3", [4000, 8], fill(24000, 8)),
+  });
+  const before = new Uint8Array(fs.readFileSync(big));
+  const reader = openFile(big, { backend: "pread" });
+  const h = reader.byteRange("h").offset;
+  const s = reader.byteRange("s").offset;
+  reader.close();
+  {
+    using edit = openForEdit(big);
+    edit.write("h", "1:299", { fill: 1.5 });
+    edit.write("s", "3:3999", { fill: -0.75 });
+    edit.commit();
+  }
+  const expected = before.slice();
+  expected.set(fromFloat32("F16", new Float32Array(298 * 256).fill(1.5)), h + 512);
+  expected.set(fromFloat32("F6_E2M3", new Float32Array(3996 * 8).fill(-0.75)), s + 3 * 6);
+  assert.equal(sha(fs.readFileSync(big)), sha(expected));
+});

@@ -59,3 +59,11 @@ export function filledBytes(dtype: Dtype, value: number, byteLength: number, ten
   }
   return out;
 }
+
+/** Bytes of one repeated-pattern block: the whole groups of `value` that fit in `maxBytes` (at most 64 KiB). */
+export function fillBlock(dtype: Dtype, value: number, maxBytes: number, tensor?: string): Uint8Array {
+  const bits = dtypeOf(dtype).bits;
+  const groupBytes = (bits * (8 / gcd(bits, 8))) / 8;
+  const size = Math.max(groupBytes, Math.floor(Math.min(maxBytes, 1 << 16) / groupBytes) * groupBytes);
+  return filledBytes(dtype, value, size, tensor);
+}
