@@ -78,16 +78,17 @@ export function buildTree(tensors: Iterable<TreeTensor>): TreeNode {
     };
     add(root);
     const segments = tensor.name.split(".");
-    segments.forEach((segment, i) => {
+    for (let i = 0; i < segments.length; i++) {
+      const segment = segments[i]!;
       let child = at.byName.get(segment);
       if (!child) {
-        const path = segments.slice(0, i + 1).join(".");
+        const path = i === 0 ? segment : `${at.node.path}.${segment}`;
         child = { node: makeNode(segment, path, i + 1), byName: new Map(), order: order++ };
         at.byName.set(segment, child);
       }
       add(child);
       at = child;
-    });
+    }
     (at.node as { tensor: string | null }).tensor = tensor.name;
   }
   const finish = (b: Building): TreeNode => {
