@@ -108,6 +108,11 @@ test("the CLI binds 127.0.0.1 by default and prints the URL", { skip }, async ()
     assert.match(started.url, /^http:\/\/127\.0\.0\.1:\d+\/$/);
     const summary = await getJson<Summary>(started.url, "/api/summary");
     assertCarries(summary, await inspectJson(KOHYA), "kohya via the CLI");
+    // The built page (npm run build), or the page saying to build it: HTML either way.
+    const page = await request(started.url, "/");
+    assert.equal(page.status, 200);
+    assert.match(String(page.headers["content-type"]), /^text\/html/);
+    assert.match(page.body, /safetensors (inspector|view)/);
   } finally {
     child.kill("SIGTERM");
   }
