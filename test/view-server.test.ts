@@ -329,11 +329,12 @@ describe("the API's numbers", { skip }, () => {
     }
   });
 
-  test("a URL (local HTTP server, Range requests): the same numbers as the file itself", async () => {
+  test("URLs (http:// and hf:// on a local HTTP server, Range requests): the same numbers as the file itself", async () => {
     const edge = await startEdgeServer(
       new Map([
         ["/kohya.safetensors", { bytes: new Uint8Array(fs.readFileSync(KOHYA)) }],
         ["/big.safetensors", { bytes: new Uint8Array(fs.readFileSync(BIG)) }],
+        ["/org/lora/resolve/main/kohya.safetensors", { bytes: new Uint8Array(fs.readFileSync(KOHYA)) }],
         ...fs
           .readdirSync(SHARDED)
           .map((f) => [`/ckpt/${f}`, { bytes: new Uint8Array(fs.readFileSync(path.join(SHARDED, f))) }] as const),
@@ -374,6 +375,23 @@ describe("the API's numbers", { skip }, () => {
       } finally {
         await bigRemote.close();
         await bigLocal.close();
+      }
+
+      // hf:// resolves like the Hub against HF_ENDPOINT.
+      const saved = process.env.HF_ENDPOINT;
+      process.env.HF_ENDPOINT = edge.url;
+      try {
+        const hub = await startViewServer(await openViewTarget("hf://org/lora/kohya.safetensors"));
+        try {
+          const hubSummary = await getJson<Summary>(hub.url, "/api/summary");
+          assert.equal(hubSummary.source, "hf://org/lora/kohya.safetensors");
+          assertCarries(hubSummary, await inspectJson(KOHYA), "hf:// vs file");
+        } finally {
+          await hub.close();
+        }
+      } finally {
+        if (saved === undefined) delete process.env.HF_ENDPOINT;
+        else process.env.HF_ENDPOINT = saved;
       }
 
       const sharded = await startViewServer(await openViewTarget(`${edge.url}/ckpt/model.safetensors.index.json`));
