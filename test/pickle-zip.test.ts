@@ -1,5 +1,6 @@
 /**
- * Deflated zip records without node:zlib (the browser path): `openContainerAsync` inflates them with
+ * The torch zip container's record checks (a storage absent or of another size than its reference, a ZIP64 end
+ * record), and deflated zip records without node:zlib (the browser path): `openContainerAsync` inflates them with
  * DecompressionStream("deflate-raw"), which Node 20 has too, so the pure path runs here. Both paths give the same
  * bytes, and both refuse a record whose declared size is over `maxInflateBytes` or that inflates past its declared
  * size (a zip bomb) with a coded error.
@@ -27,19 +28,79 @@ const manifest = JSON.parse(fs.readFileSync(path.join(fixtures, "manifest.json")
 const zlibInflate = (compressed: Uint8Array, size: number) =>
   zlib.inflateRawSync(compressed, { maxOutputLength: Math.max(size, 1) });
 
-/** The zip with the central directory's uncompressed size of `name` replaced (what a lying or bomb archive says). */
-function withDeclaredSize(bytes: Uint8Array, name: string, size: number): Buffer {
-  const out = Buffer.from(bytes);
-  for (let at = out.lastIndexOf(Buffer.from("PK\x01\x02", "latin1")); at > 0; at--) {
-    if (out.readUInt32LE(at) !== 0x02014b50) continue;
-    const nameLength = out.readUInt16LE(at + 28);
-    if (out.subarray(at + 46, at + 46 + nameLength).toString() === name) {
-      out.writeUInt32LE(size, at + 24);
-      return out;
-    }
+/** Offset of the central directory entry of `name`. */
+function centralEntry(bytes: Buffer, name: string): number {
+  for (let at = bytes.lastIndexOf(Buffer.from("PK\x01\x02", "latin1")); at > 0; at--) {
+    if (bytes.readUInt32LE(at) !== 0x02014b50) continue;
+    const nameLength = bytes.readUInt16LE(at + 28);
+    if (bytes.subarray(at + 46, at + 46 + nameLength).toString() === name) return at;
   }
   throw new Error(`no central directory entry ${name}`);
 }
+
+/** The zip with the central directory's uncompressed size of `name` replaced (what a lying or bomb archive says). */
+function withDeclaredSize(bytes: Uint8Array, name: string, size: number, compressedToo = false): Buffer {
+  const out = Buffer.from(bytes);
+  const at = centralEntry(out, name);
+  out.writeUInt32LE(size, at + 24);
+  if (compressedToo) out.writeUInt32LE(size, at + 20);
+  return out;
+}
+
+/** The same archive with a ZIP64 end record and locator before its end record, which then defers to them. */
+function withZip64End(bytes: Uint8Array): Buffer {
+  const src = Buffer.from(bytes);
+  const eocd = src.lastIndexOf(Buffer.from("PK\x05\x06", "latin1"));
+  const count = src.readUInt16LE(eocd + 10);
+  const dirSize = src.readUInt32LE(eocd + 12);
+  const dirOffset = src.readUInt32LE(eocd + 16);
+  const record = Buffer.alloc(56);
+  record.writeUInt32LE(0x06064b50, 0);
+  record.writeBigUInt64LE(44n, 4);
+  record.writeUInt16LE(45, 12);
+  record.writeUInt16LE(45, 14);
+  record.writeBigUInt64LE(BigInt(count), 24);
+  record.writeBigUInt64LE(BigInt(count), 32);
+  record.writeBigUInt64LE(BigInt(dirSize), 40);
+  record.writeBigUInt64LE(BigInt(dirOffset), 48);
+  const locator = Buffer.alloc(20);
+  locator.writeUInt32LE(0x07064b50, 0);
+  locator.writeBigUInt64LE(BigInt(eocd), 8);
+  locator.writeUInt32LE(1, 16);
+  const end = Buffer.from(src.subarray(eocd));
+  end.writeUInt16LE(0xffff, 8);
+  end.writeUInt16LE(0xffff, 10);
+  end.writeUInt32LE(0xffffffff, 12);
+  end.writeUInt32LE(0xffffffff, 16);
+  return Buffer.concat([src.subarray(0, eocd), record, locator, end]);
+}
+
+describe("zip records", () => {
+  const views = fs.readFileSync(path.join(fixtures, "views.pt"));
+  const expected = manifest.benign.find((b) => b.file === "views.pt")!.tensors;
+
+  test("a ZIP64 end record is followed to the central directory", () => {
+    const plan = planConversion(openContainer(new MemorySource(withZip64End(views))));
+    assert.deepEqual(plan.tensors.map((t) => t.name).sort(), Object.keys(expected).sort());
+  });
+
+  test("a storage referenced but absent, or not numel × element size, is InvalidCheckpoint", () => {
+    // Rename views/data/0 to views/data/x in both headers: the pickle's storage "0" is then absent.
+    const absent = Buffer.from(views);
+    for (const at of [absent.indexOf("views/data/0"), centralEntry(absent, "views/data/0") + 46]) {
+      absent.write("x", at + "views/data/".length, "latin1");
+    }
+    assert.throws(() => planConversion(openContainer(new MemorySource(absent))), {
+      code: "InvalidCheckpoint",
+      message: /storage "0" is referenced but views\/data\/0 is absent/,
+    });
+    const short = withDeclaredSize(views, "views/data/0", 396, true);
+    assert.throws(() => planConversion(openContainer(new MemorySource(short))), {
+      code: "InvalidCheckpoint",
+      message: /holds 396 bytes, but its reference says 100 × 4/,
+    });
+  });
+});
 
 function bytesOf(s: StorageBytes): Uint8Array {
   assert.equal(s.kind, "memory");
