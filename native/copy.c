@@ -3,6 +3,7 @@
  * Node version) with one function Node has no binding for:
  *
  *   copyRange(fdIn, positionIn, fdOut, positionOut, length) -> bytes copied
+ *   privatePages(view)                                      -> whether any page under the view is private
  *
  * It copies with copy_file_range(2), in the kernel: the bytes never enter this process (and file systems that
  * share extents, such as XFS, Btrfs and NFS 4.2, may not copy them at all). Both positions are explicit, so neither
@@ -18,6 +19,8 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,9 +118,82 @@ static napi_value copy_range(napi_env env, napi_callback_info info) {
 #endif
 }
 
+/*
+ * privatePages(view): whether any page under a typed array is private to this process rather than a page of a file,
+ * read from /proc/self/pagemap (bit 61: file page or shared anonymous; 62: swapped; 63: present). Over a private
+ * file mapping, a page written through it becomes anonymous (copy on write): its bytes are no longer the file's.
+ * Pages not present were never written (or their writes were discarded). True whenever this cannot be told (no
+ * pagemap, not Linux), so that callers fall back to copying the bytes themselves.
+ */
+static napi_value private_pages(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1) {
+    napi_throw_type_error(env, "EINVAL", "privatePages(view)");
+    return NULL;
+  }
+  bool is_typed = false;
+  if (napi_is_typedarray(env, argv[0], &is_typed) != napi_ok || !is_typed) {
+    napi_throw_type_error(env, "EINVAL", "privatePages(view): view must be a typed array");
+    return NULL;
+  }
+  napi_typedarray_type type;
+  size_t count = 0, offset = 0;
+  void *data = NULL;
+  napi_value buffer;
+  if (napi_get_typedarray_info(env, argv[0], &type, &count, &data, &buffer, &offset) != napi_ok) return NULL;
+  size_t element = 1;
+  switch (type) {
+    case napi_int16_array: case napi_uint16_array: element = 2; break;
+    case napi_int32_array: case napi_uint32_array: case napi_float32_array: element = 4; break;
+    case napi_float64_array: case napi_bigint64_array: case napi_biguint64_array: element = 8; break;
+    default: element = 1;
+  }
+  size_t length = count * element;
+  bool result = true;
+#ifdef __linux__
+  if (length == 0 || data == NULL) {
+    result = false;
+  } else {
+    static int pagemap = -2;
+    if (pagemap == -2) pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    long page = sysconf(_SC_PAGESIZE);
+    if (pagemap >= 0 && page > 0) {
+      uint64_t first = (uintptr_t)data / (uint64_t)page;
+      uint64_t last = ((uintptr_t)data + length - 1) / (uint64_t)page;
+      uint64_t entries[4096];
+      result = false;
+      for (uint64_t at = first; at <= last && !result;) {
+        size_t want = (size_t)(last - at + 1 < 4096 ? last - at + 1 : 4096);
+        ssize_t got = pread(pagemap, entries, want * sizeof entries[0], (off_t)(at * sizeof entries[0]));
+        if (got <= 0 || got % (ssize_t)sizeof entries[0] != 0) {
+          result = true;
+          break;
+        }
+        size_t n = (size_t)got / sizeof entries[0];
+        for (size_t i = 0; i < n; i++) {
+          uint64_t e = entries[i];
+          int present = (int)(e >> 63) & 1, swapped = (int)(e >> 62) & 1, file = (int)(e >> 61) & 1;
+          if (swapped || (present && !file)) {
+            result = true;
+            break;
+          }
+        }
+        at += n;
+      }
+    }
+  }
+#endif
+  napi_value out;
+  if (napi_get_boolean(env, result, &out) != napi_ok) return NULL;
+  return out;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_value fn;
   if (napi_create_function(env, "copyRange", NAPI_AUTO_LENGTH, copy_range, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "copyRange", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "privatePages", NAPI_AUTO_LENGTH, private_pages, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "privatePages", fn) != napi_ok) return NULL;
   return exports;
 }

@@ -21,7 +21,8 @@ import {
 import { loadNative, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
 import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
-import { type AtomicWriteOptions, writeBuffersAt, writeFileAtomic } from "./io/node-write.js";
+import { writeViewsAt } from "./io/node-save.js";
+import { type AtomicWriteOptions, writeFileAtomic } from "./io/node-write.js";
 import { MemorySource, type SyncByteSource } from "./io/source.js";
 import { Tensor, tensorOfInfo } from "./tensor.js";
 
@@ -180,8 +181,9 @@ export function saveFile(
   options: SaveFileOptions = {},
 ): void {
   const plan = planSerialization(tensors, metadata, options);
-  // One vectored write per 1024 tensors or 1 GiB: a checkpoint of many small tensors costs a few system calls.
-  writeFileAtomic(path, (fd) => writeBuffersAt(fd, [plan.header, ...plan.tensors.map((t) => t.data)], 0), options);
+  // One vectored write per 1024 tensors or 1 GiB: a checkpoint of many small tensors costs a few system calls. Tensors
+  // that are unmodified views of a mapped file are copied file to file instead (node-save.ts).
+  writeFileAtomic(path, (fd) => writeViewsAt(fd, [plan.header, ...plan.tensors.map((t) => t.data)], 0), options);
 }
 
 /**

@@ -131,6 +131,7 @@ describe("bench figure registry", () => {
       touch_all: 3,
       load_all: 1.2,
       save_all: 0.77,
+      save_views: 0.77,
       tensor_view_32mib: 2,
       tensor_owned_32mib: 2,
       slice_8_rows_inprocess: 1,

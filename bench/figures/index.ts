@@ -14,6 +14,7 @@ import loadViews from "./load-views.js";
 import open from "./open.js";
 import openWarm from "./open-warm.js";
 import saveAll from "./save-all.js";
+import saveViews from "./save-views.js";
 import { slice8Rows, slice8RowsInProcess } from "./slice-8-rows.js";
 import tensorOwned32Mib from "./tensor-owned-32mib.js";
 import tensorView32Mib from "./tensor-view-32mib.js";
@@ -28,6 +29,7 @@ export const FIGURES: readonly Figure[] = [
   touchAll,
   loadAll,
   saveAll,
+  saveViews,
   tensorView32Mib,
   tensorOwned32Mib,
   slice8Rows,

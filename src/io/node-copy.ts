@@ -14,6 +14,8 @@ import { writeAllAt } from "./node-write.js";
 
 interface CopyAddon {
   copyRange(fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number): number;
+  /** Absent from builds before it was added. */
+  privatePages?: (view: Uint8Array) => boolean;
 }
 
 /** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
@@ -30,6 +32,15 @@ function loadCopyAddon(): CopyAddon | null {
   const { candidates } = addonCandidates(fileURLToPath(PACKAGE_ROOT), "safetensors_copy");
   addon = loadFirst<CopyAddon>(candidates, { copyRange: "function" }).addon;
   return addon;
+}
+
+/**
+ * Whether a view of a private file mapping may hold bytes that are not the file's: any of its pages written (copied
+ * on write, now private to this process). True when that cannot be told (no addon, not Linux).
+ */
+export function maybeModified(view: Uint8Array): boolean {
+  const native = loadCopyAddon();
+  return typeof native?.privatePages === "function" ? native.privatePages(view) : true;
 }
 
 /** errno names meaning "copy_file_range cannot do this pair of files": copy through memory instead. */

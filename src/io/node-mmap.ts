@@ -11,6 +11,7 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
+import { type MappedFile, mappedFile, registerWindow } from "./file-views.js";
 import { allocHuge, loadNative, MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
 import { type Allocator, defaultAllocator, ioError, MAX_BUFFER_BYTES, openWithHead, preadInto } from "./node-file.js";
 import { checkRange, type SyncByteSource } from "./source.js";
@@ -53,6 +54,8 @@ export class MmapSource implements SyncByteSource {
   private fd: number | null;
   /** Mapped on first use: opening a file to read its header needs no mapping. */
   private mapped: Mapping | null = null;
+  /** The mapped file's identity, taken with the mapping. */
+  private file: MappedFile | null = null;
   /** Shared windows, one per MAX_WINDOW_LENGTH bytes of the file (uncounted windows only), made on first use. */
   private readonly chunks: ArrayBuffer[] = [];
   private readonly shared = uncountedWindows();
@@ -63,6 +66,8 @@ export class MmapSource implements SyncByteSource {
     fd: number,
     byteLength: number,
     private readonly head: Uint8Array,
+    /** The path opened: windows are registered with it (file-views.ts), so saves of views copy file to file. */
+    private readonly path: string,
   ) {
     this.byteLength = byteLength;
     this.fd = fd;
@@ -70,10 +75,11 @@ export class MmapSource implements SyncByteSource {
 
   static open(path: string, options: MmapOptions = {}): MmapSource {
     const { fd, size, head } = openWithHead(path);
-    const source = new MmapSource(fd, size, head);
+    const source = new MmapSource(fd, size, head, path);
     if (options.populate) {
       try {
         source.mapped = Mapping.open(fd, size);
+        source.file = mappedFile(path, fd);
         source.mapped.prefault(PREFAULT_THREADS);
       } catch (error) {
         source.close();
@@ -88,6 +94,7 @@ export class MmapSource implements SyncByteSource {
     if (this.mapped === null) {
       if (this.fd === null) throw new SafetensorError("Closed", "file descriptor released");
       this.mapped = Mapping.open(this.fd, this.byteLength);
+      this.file = mappedFile(this.path, this.fd);
     }
     return this.mapped;
   }
@@ -97,6 +104,7 @@ export class MmapSource implements SyncByteSource {
     if (window === undefined || window.byteLength === 0) {
       const start = index * MAX_WINDOW_LENGTH;
       window = this.mapping.window(start, Math.min(MAX_WINDOW_LENGTH, this.byteLength - start));
+      registerWindow(new Uint8Array(window), this.file!, start);
       this.chunks[index] = window;
     }
     return window;
@@ -128,10 +136,17 @@ export class MmapSource implements SyncByteSource {
       // A view crossing a 4 GiB boundary gets a window of its own.
       if (offset + length <= start + MAX_WINDOW_LENGTH)
         return new Uint8Array(this.chunk(index), offset - start, length);
-      return this.mapping.bytes(offset, length);
+      return this.#window(offset, length);
     }
     if (length <= SMALL_READ && this.fd !== null) return this.readOwned(offset, length);
-    return this.mapping.bytes(offset, length);
+    return this.#window(offset, length);
+  }
+
+  /** A window of its own for one view. */
+  #window(offset: number, length: number): Uint8Array {
+    const view = this.mapping.bytes(offset, length);
+    registerWindow(view, this.file!, offset);
+    return view;
   }
 
   /** Owned copies come from pread into fresh (hugepage-backed) memory: the kernel copies from the page cache. */

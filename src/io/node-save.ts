@@ -1,0 +1,85 @@
+/**
+ * Writing tensors that may be views of a file: runs of views that are unmodified windows of one file, back to back
+ * in it, are copied file to file (`copy_file_range`, what `cp` does: the bytes stay in the page cache, no fresh
+ * memory is written from this process); everything else goes out with vectored writes from memory. Node-only.
+ */
+import * as fs from "node:fs";
+import { fileRangeOf, type MappedFile } from "./file-views.js";
+import { copyRange, maybeModified } from "./node-copy.js";
+import { writeBuffersAt } from "./node-write.js";
+
+/**
+ * Smallest run copied file to file. Below it the pagemap check and the open cost about what writing from memory
+ * does (a 1 MiB write from memory is ~0.1 ms).
+ */
+const MIN_FILE_COPY = 1 << 20;
+
+interface FileRun {
+  file: MappedFile;
+  offset: number;
+  length: number;
+  /** Index after the run's last buffer. */
+  end: number;
+}
+
+/** The longest run from `buffers[i]` of windows of one file, each following the previous one in that file. */
+function fileRunAt(buffers: readonly Uint8Array[], i: number): FileRun | null {
+  const first = fileRangeOf(buffers[i]!);
+  if (first === null) return null;
+  let length = buffers[i]!.length;
+  let end = i + 1;
+  for (; end < buffers.length; end++) {
+    const next = fileRangeOf(buffers[end]!);
+    if (next === null || next.file !== first.file || next.offset !== first.offset + length) break;
+    length += buffers[end]!.length;
+  }
+  return { file: first.file, offset: first.offset, length, end };
+}
+
+/** `file` opened again by its path, or null when the path now names another file (replaced) or cannot be read. */
+function reopen(file: MappedFile): number | null {
+  let fd: number;
+  try {
+    fd = fs.openSync(file.path, "r");
+  } catch {
+    return null;
+  }
+  const stat = fs.fstatSync(fd);
+  if (stat.dev === file.dev && stat.ino === file.ino) return fd;
+  fs.closeSync(fd);
+  return null;
+}
+
+/** Write `buffers` back to back from `position` of `fd`: file to file where they are unmodified views of a file. */
+export function writeViewsAt(fd: number, buffers: readonly Uint8Array[], position: number): void {
+  const sources = new Map<MappedFile, number | null>();
+  let pending: Uint8Array[] = [];
+  let pendingAt = position;
+  let at = position;
+  try {
+    for (let i = 0; i < buffers.length; ) {
+      const run = fileRunAt(buffers, i);
+      if (run !== null && run.length >= MIN_FILE_COPY) {
+        if (!sources.has(run.file)) sources.set(run.file, reopen(run.file));
+        const source = sources.get(run.file)!;
+        if (source !== null && !buffers.slice(i, run.end).some(maybeModified)) {
+          writeBuffersAt(fd, pending, pendingAt);
+          copyRange(source, run.offset, fd, at, run.length);
+          at += run.length;
+          pending = [];
+          pendingAt = at;
+          i = run.end;
+          continue;
+        }
+      }
+      const end = run?.end ?? i + 1;
+      for (; i < end; i++) {
+        pending.push(buffers[i]!);
+        at += buffers[i]!.length;
+      }
+    }
+    writeBuffersAt(fd, pending, pendingAt);
+  } finally {
+    for (const source of sources.values()) if (source !== null) fs.closeSync(source);
+  }
+}
