@@ -97,6 +97,11 @@ function referencePython(): string | null {
  * to 0, the map dropped — no `flush()` (msync), as ours does not fsync; the `[flush]` line adds it. After each of our
  * runs the reference reads the edited file with safe_open and requires every tensor to equal the checkpoint's except
  * those rows, which must be zero.
+ *
+ * Where our time goes (fresh processes on a loaded 2-core VM, per step of one edit): opening and validating the
+ * header 0.2–1.6 ms; creating the journal 2.3 ms at best (1 MiB of old bytes into a new file: fresh page-cache pages,
+ * SHA-256 of them ~0.6 ms, temporary file + rename); writing the rows 0.3 ms; removing the journal 0.15 ms. numpy
+ * dirties pages that are already cached and journals nothing (0.45–0.8 ms): the undo journal is the difference.
  */
 export default defineFigure<{ copy: string }>({
   name: "edit_128_rows",
