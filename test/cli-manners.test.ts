@@ -297,7 +297,16 @@ describe("hash", () => {
 
   test("--json: one object for one file, an array for several; failures listed and exit 1", async () => {
     const one = await cli("hash", "--json", files[0]!);
-    assert.deepEqual(Object.keys(JSON.parse(one.stdout)), ["file_sha256", "tensors"]);
+    assert.deepEqual(Object.keys(JSON.parse(one.stdout)), [
+      "file_sha256",
+      "data_sha256",
+      "autov1",
+      "autov2",
+      "sshs_model_hash",
+      "sshs_legacy_hash",
+      "modelspec_hash_sha256",
+      "tensors",
+    ]);
     const bad = write("bad.safetensors", "<html>");
     const several = await cli("hash", "--json", files[0]!, bad, files[3]!);
     assert.equal(several.code, 1);

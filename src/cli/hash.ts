@@ -1,10 +1,17 @@
-/** `safetensors hash`: SHA-256 of each file (sha256sum's format) and of each tensor's bytes, in one pass. */
-import { createHash, type Hash } from "node:crypto";
+/**
+ * `safetensors hash`: SHA-256 of each file (sha256sum's format), of each tensor's bytes and the ecosystem's digests
+ * (AutoV2, kohya's sshs_model_hash...), in one pass (`src/integrity/digests.ts`).
+ */
 import * as fs from "node:fs";
 import type { AsyncSafetensorsFile } from "../async-file.js";
-import type { SafetensorsFile } from "../file.js";
-import { isSafetensorError, SafetensorError } from "../format/errors.js";
-import type { Header, TensorInfo } from "../format/header.js";
+import { isSafetensorError } from "../format/errors.js";
+import {
+  digestDescriptor,
+  ecosystemDigests,
+  FileDigester,
+  type FileDigests,
+  sizePrefix,
+} from "../integrity/digests.js";
 import type { Backend } from "../node-files.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
@@ -13,47 +20,15 @@ import type { Io } from "./io.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { expandSharded } from "./sharded.js";
 
-interface Digests {
+interface Digests extends FileDigests {
   file: string;
-  sha256: string;
-  tensors: Map<string, string>;
-}
-
-const CHUNK = 8 << 20;
-
-/**
- * Hash an opened file given a way to read its byte ranges. Tensors tile the data region and come in offset order,
- * so hashing the prefix, the header and then every tensor in turn hashes the whole file in the same pass.
- */
-function digestsOf(
-  label: string,
-  file: SafetensorsFile,
-  read: (offset: number, length: number, sinks: Hash[]) => void,
-): Digests {
-  const whole = createHash("sha256");
-  read(0, file.header.dataStart, [whole]);
-  const tensors = new Map<string, string>();
-  for (const info of file.header.tensors.values()) {
-    const tensor = createHash("sha256");
-    read(file.header.dataStart + info.dataOffsets[0], info.byteLength, [whole, tensor]);
-    tensors.set(info.name, tensor.digest("hex"));
-  }
-  return { file: label, sha256: whole.digest("hex"), tensors };
 }
 
 function hashPath(label: string, path: string, backend: Backend | undefined): Digests {
   using file = openInput(path, backend ?? "pread");
   const fd = fs.openSync(path, "r");
   try {
-    const chunk = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(file.header.fileLength, 1)));
-    return digestsOf(label, file, (offset, length, sinks) => {
-      for (let done = 0; done < length; ) {
-        const got = fs.readSync(fd, chunk, 0, Math.min(chunk.length, length - done), offset + done);
-        if (got === 0) throw new SafetensorError("IoError", `${label} changed while hashing (unexpected end of file)`);
-        for (const sink of sinks) sink.update(chunk.subarray(0, got));
-        done += got;
-      }
-    });
+    return { file: label, ...digestDescriptor(fd, file.header, label) };
   } finally {
     fs.closeSync(fd);
   }
@@ -65,68 +40,27 @@ async function hashInput(name: string, backend: Backend | undefined): Promise<Di
   const inPlace = stdinAsPath();
   if (inPlace !== undefined) return hashPath(name, inPlace, backend);
   // A pipe: streamed, in memory the size of its header.
-  let hasher: StreamHasher | undefined;
+  let digester: FileDigester | undefined;
   streamStdin({
     start: (header, headerBytes) => {
-      hasher = new StreamHasher(header, headerBytes);
+      digester = new FileDigester(header);
+      digester.update(sizePrefix(header.headerLength));
+      digester.update(headerBytes);
     },
-    data: (chunk) => hasher!.update(chunk),
+    data: (chunk) => digester!.update(chunk),
   });
-  return hasher!.digests(name);
+  return { file: name, ...digester!.finish() };
 }
 
 /** Remote reads of this size, a few in flight ahead of the hashing: bounded memory, the link kept busy. */
 const REMOTE_CHUNK = 8 << 20;
 const REMOTE_AHEAD = 4;
 
-/**
- * The digests of a file whose bytes arrive in order: the prefix and header, then the data region in chunks of any
- * size. Tensors tile the data region in offset order, so each byte goes to the whole file's hash and its tensor's.
- */
-class StreamHasher {
-  readonly #whole = createHash("sha256");
-  readonly #tensors = new Map<string, string>();
-  readonly #infos: TensorInfo[];
-  #current = 0;
-  #at = 0;
-  #hash = createHash("sha256");
-
-  constructor(header: Header, headerBytes: Uint8Array) {
-    const prefix = new Uint8Array(8);
-    new DataView(prefix.buffer).setBigUint64(0, BigInt(header.headerLength), true);
-    this.#whole.update(prefix);
-    this.#whole.update(headerBytes);
-    this.#infos = [...header.tensors.values()];
-    this.#finishEnded();
-  }
-
-  #finishEnded(): void {
-    while (this.#current < this.#infos.length && this.#infos[this.#current]!.dataOffsets[1] === this.#at) {
-      this.#tensors.set(this.#infos[this.#current]!.name, this.#hash.digest("hex"));
-      this.#hash = createHash("sha256");
-      this.#current++;
-    }
-  }
-
-  update(bytes: Uint8Array): void {
-    this.#whole.update(bytes);
-    for (let i = 0; i < bytes.length; ) {
-      const take = Math.min(bytes.length - i, this.#infos[this.#current]!.dataOffsets[1] - this.#at);
-      this.#hash.update(bytes.subarray(i, i + take));
-      i += take;
-      this.#at += take;
-      this.#finishEnded();
-    }
-  }
-
-  digests(label: string): Digests {
-    return { file: label, sha256: this.#whole.digest("hex"), tensors: this.#tensors };
-  }
-}
-
 async function hashRemote(label: string, file: AsyncSafetensorsFile): Promise<Digests> {
   const { header } = file;
-  const hasher = new StreamHasher(header, await file.readRange(8, header.headerLength));
+  const digester = new FileDigester(header);
+  digester.update(sizePrefix(header.headerLength));
+  digester.update(await file.readRange(8, header.headerLength));
   const chunkStarts: number[] = [];
   for (let at = 0; at < header.dataLength; at += REMOTE_CHUNK) chunkStarts.push(at);
   const fetch = (start: number) => {
@@ -139,9 +73,9 @@ async function hashRemote(label: string, file: AsyncSafetensorsFile): Promise<Di
   for (let k = 0; k < chunkStarts.length; k++) {
     const bytes = await pending.shift()!;
     if (k + REMOTE_AHEAD < chunkStarts.length) pending.push(fetch(chunkStarts[k + REMOTE_AHEAD]!));
-    hasher.update(bytes);
+    digester.update(bytes);
   }
-  return hasher.digests(label);
+  return { file: label, ...digester.finish() };
 }
 
 /**
@@ -157,11 +91,15 @@ export function checksumLine(digest: string, name: string, prefix = ""): string 
 function jsonOf(d: Digests, withName: boolean): string {
   const entries = [...d.tensors].map(([name, digest]) => `${JSON.stringify(name)}:${JSON.stringify(digest)}`);
   const file = withName ? `"file":${JSON.stringify(d.file)},` : "";
-  return `{${file}"file_sha256":${JSON.stringify(d.sha256)},"tensors":{${entries.join(",")}}}`;
+  const ecosystem = JSON.stringify(ecosystemDigests(d)).slice(1, -1);
+  return `{${file}"file_sha256":${JSON.stringify(d.sha256)},"data_sha256":${JSON.stringify(d.dataSha256)},${ecosystem},"tensors":{${entries.join(",")}}}`;
 }
 
-function text(d: Digests, withTensors: boolean): string {
+function text(d: Digests, withTensors: boolean, withEcosystem: boolean): string {
   let out = checksumLine(d.sha256, d.file);
+  if (withEcosystem) {
+    for (const [key, value] of Object.entries(ecosystemDigests(d))) out += `# ${key} ${value}\n`;
+  }
   // Tensor lines are comments to `sha256sum -c` (it skips lines starting with "#"), so the output stays checkable.
   if (withTensors) for (const [name, digest] of d.tensors) out += checksumLine(digest, name, "# tensor ");
   return out;
@@ -178,6 +116,7 @@ async function run(
   names: string[],
   json: boolean,
   tensors: boolean,
+  ecosystem: boolean,
   backend: Backend | undefined,
   io: Io,
 ): Promise<number> {
@@ -188,7 +127,7 @@ async function run(
   for (const name of names) {
     try {
       const digests = await hashInput(name, backend);
-      if (!json) io.stdout(text(digests, tensors));
+      if (!json) io.stdout(text(digests, tensors, ecosystem));
       else if (several) jsonEntries.push(jsonOf(digests, true));
       else io.stdout(`${jsonOf(digests, false)}\n`);
     } catch (error) {
@@ -204,24 +143,37 @@ async function run(
 }
 
 export const command = defineCommand({
-  usage: "hash FILE|URL... [--tensors] [--json]",
+  usage: "hash FILE|URL... [--tensors] [--ecosystem] [--json]",
   description: `SHA-256 of each file, and of each tensor's bytes, in one pass over the file (tensors tile the data region).
 "-" reads standard input (a redirected file in place; a pipe streamed, in memory the size of its header); a URL (http(s)://,
 hf://, s3://) is streamed with a few reads in flight.
 
 Text output is sha256sum's: "DIGEST  FILE" per file, names with a backslash or newline escaped as sha256sum does,
 so "safetensors hash *.safetensors > SUMS; sha256sum -c SUMS" works. --tensors adds "# tensor DIGEST  NAME" lines
-after each file's line: comments to sha256sum -c.
+after each file's line: comments to sha256sum -c. --ecosystem adds "# KEY VALUE" comment lines with the digests
+other tools identify files by: autov2 (A1111/Civitai AutoV2: the first 10 hex digits of the file's SHA-256),
+sshs_model_hash (kohya sd-scripts / sd-webui-additional-networks: SHA-256 of the bytes after the header, from 8 + N to
+the end, so metadata edits keep it), modelspec_hash_sha256 ("0x" + the same), autov1 and sshs_legacy_hash (the first
+8 hex digits of the SHA-256 of the 64 KiB at byte 0x100000). Every digest comes from the same single pass.
 
---json with one FILE prints {"file_sha256","tensors":{NAME:DIGEST}} (tensors in file order); with several, an array
-of {"file","file_sha256","tensors"} (or {"file","error":{"code","message"}} for a file that failed).
+--json with one FILE prints {"file_sha256","data_sha256","autov1","autov2","sshs_model_hash","sshs_legacy_hash",
+"modelspec_hash_sha256","tensors":{NAME:DIGEST}} (tensors in file order); with several, an array of the same with
+"file" first (or {"file","error":{"code","message"}} for a file that failed).
 Exit status 1 when any file fails; the others are still hashed.`,
   options: {
     tensors: { type: "boolean", help: "also print each tensor's digest (as # comment lines)" },
-    json: { type: "boolean", help: "print JSON (always includes the tensors)" },
+    ecosystem: { type: "boolean", help: "also print AutoV1/AutoV2, sshs_model_hash, modelspec.hash_sha256" },
+    json: { type: "boolean", help: "print JSON (always includes the tensors and ecosystem digests)" },
   },
   run({ values, positionals }, { io, backend }) {
     if (positionals.length === 0) throw new UsageError("hash takes one or more FILEs");
-    return run(expandSharded(positionals, backend, io), values.json ?? false, values.tensors ?? false, backend, io);
+    return run(
+      expandSharded(positionals, backend, io),
+      values.json ?? false,
+      values.tensors ?? false,
+      values.ecosystem ?? false,
+      backend,
+      io,
+    );
   },
 });
