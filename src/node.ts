@@ -29,6 +29,11 @@ export {
 export { type CheckpointRecoverResult, recoverCheckpoint, ShardedEditHandle } from "./edit/sharded-edit.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
+export type { EcosystemDigests, FileDigests } from "./integrity/digests.js";
+export { type ApplyPatchOptions, type ApplyPatchResult, applyPatch, readPatchPlan } from "./integrity/patch-apply.js";
+export { type CreatePatchOptions, type CreatePatchResult, createPatch } from "./integrity/patch-create.js";
+export type { PatchFileRef, PatchOp, PatchPlan, PatchSummary, PatchTarget } from "./integrity/patch-format.js";
+export { digestFile } from "./integrity/stored-file.js";
 // `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
 export { FileHandleSource, loadFileAsync, type NodeOpenOptions, openAsync as open } from "./io/node-async.js";
 export {

@@ -52,6 +52,11 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "recover", summary: "roll back an interrupted in-place edit", load: () => import("./recover.js") },
   { name: "load-rank", summary: "a tensor-parallel rank's part of tensors", load: () => import("./load-rank.js") },
   { name: "view", summary: "web inspector for a file, checkpoint or URL (127.0.0.1)", load: () => import("./view.js") },
+  {
+    name: "patch",
+    summary: "delta patches: create OLD NEW OUT, apply OLD PATCH OUT",
+    load: () => import("./patch.js"),
+  },
   { name: "doctor", summary: "which read backends this installation has", load: () => import("./doctor.js") },
   { name: "scan", summary: "globals a PyTorch checkpoint names, and a verdict", load: () => import("./scan.js") },
   {

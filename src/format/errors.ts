@@ -50,6 +50,13 @@ export type SafetensorErrorCode =
   | "InterruptedEdit"
   | "InvalidMask"
   | "VerificationFailed"
+  // Integrity (src/integrity): a delta patch that is malformed, made for another base, or whose result is not the
+  // file it promises; a manifest that is malformed or signed by another key (or tampered with).
+  | "PatchBaseMismatch"
+  | "PatchInvalid"
+  | "PatchTargetMismatch"
+  | "ManifestInvalid"
+  | "SignatureInvalid"
   // Sharded checkpoints.
   | "InvalidIndex"
   | "InterruptedSave"

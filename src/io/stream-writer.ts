@@ -324,7 +324,35 @@ export function createWriter(
   metadata?: MetadataInput,
   options: WriterOptions = {},
 ): SafetensorsWriter {
-  const layout = planLayout(tensors, metadata, options);
+  return createWriterForLayout(path, planLayout(tensors, metadata, options), options);
+}
+
+/**
+ * Start writing a file laid out already: `layout.header` (the size prefix and header bytes, any padding or key
+ * order) and the tensors' [begin, end) in the data region, which must tile it in order. Rebuilding a file to the
+ * byte (delta patches) needs its own header, not the one `planLayout` would make.
+ */
+export function createWriterForLayout(
+  path: string,
+  layout: LayoutPlan,
+  options: AtomicWriteOptions = {},
+): SafetensorsWriter {
+  let end = 0;
+  for (const tensor of layout.tensors) {
+    if (tensor.begin !== end || tensor.end < tensor.begin) {
+      throw new SafetensorError(
+        "InvalidOffset",
+        `tensor ${quoteName(tensor.name)}: its bytes do not follow the previous tensor's`,
+        {
+          tensor: tensor.name,
+        },
+      );
+    }
+    end = tensor.end;
+  }
+  if (end !== layout.dataLength || layout.header.length + end !== layout.totalLength) {
+    throw new SafetensorError("InvalidOffset", "the layout's tensors do not cover its data region exactly");
+  }
   const file = AtomicFile.create(path, options);
   try {
     writeAllAt(file.fd, layout.header, 0);

@@ -1,0 +1,79 @@
+/** `safetensors patch create|apply|info`: delta patches between two versions of a file (src/integrity/patch-*.ts). */
+import { applyPatch, readPatchPlan } from "../integrity/patch-apply.js";
+import { createPatch } from "../integrity/patch-create.js";
+import type { PatchPlan } from "../integrity/patch-format.js";
+import { UsageError } from "./args.js";
+import { defineCommand } from "./command.js";
+import type { Io } from "./io.js";
+
+function summaryLines(plan: PatchPlan): string {
+  const s = plan.summary;
+  const base = plan.base[0];
+  const target = plan.target[0];
+  const list = (label: string, names: readonly string[] | undefined) =>
+    names && names.length > 0 ? `${label} (${names.length}): ${names.map((n) => JSON.stringify(n)).join(", ")}\n` : "";
+  return (
+    `base   ${base?.sha256}  ${base?.size} bytes\n` +
+    `target ${target?.sha256}  ${target?.size} bytes\n` +
+    `${s.same ?? 0} tensors unchanged\n` +
+    list("changed rows", s.rowPatched) +
+    list("changed", s.changed) +
+    list("added", s.added) +
+    list("removed", s.removed) +
+    list(
+      "renamed",
+      (s.renamed ?? []).map(([a, b]) => `${a} -> ${b}`),
+    ) +
+    (s.metadataChanged ? "metadata changed\n" : "")
+  );
+}
+
+function report(io: Io, json: boolean | undefined, plan: PatchPlan, extra: Record<string, unknown>): number {
+  if (json)
+    io.stdout(
+      `${JSON.stringify({ ...extra, base: plan.base, target: plan.target.map(({ tensors, ...ref }) => ref), summary: plan.summary })}\n`,
+    );
+  else io.stdout(summaryLines(plan));
+  return 0;
+}
+
+export const command = defineCommand({
+  usage: "patch create OLD NEW OUT [--json]\npatch apply OLD PATCH OUT [--fsync] [--json]\npatch info PATCH [--json]",
+  description: `Delta patches: "create" writes OUT, a patch holding only what OLD lacks to become NEW: tensors that changed
+(only their changed rows along dim 0 when the dtype and shape stayed), added ones, NEW's header bytes, and the
+SHA-256 and size of OLD and NEW. Unchanged and renamed tensors are taken from OLD. The patch is itself a valid
+.safetensors file (its layout: README, "Delta patches").
+
+"apply" rebuilds NEW from OLD and PATCH into OUT, byte for byte. OLD must be the patch's base: another file
+(different size or SHA-256) is refused with error[PatchBaseMismatch] and nothing is written. OUT is written
+atomically through a temporary file, and renamed into place only when its SHA-256 is NEW's (else
+error[PatchTargetMismatch], nothing written). OUT may be OLD itself (updated in place, atomically).
+
+"info" prints what a patch changes. --json prints {"base","target","summary"} (plus "patch_bytes" for create).
+Exit status 0 on success, 1 when refused or on invalid input.`,
+  options: {
+    json: { type: "boolean", help: "print the result as JSON" },
+    fsync: { type: "boolean", help: "fsync the output and its directory before returning" },
+  },
+  run({ values, positionals }, { io }) {
+    const [action, ...args] = positionals;
+    if (action === "create") {
+      if (args.length !== 3) throw new UsageError("patch create takes OLD NEW OUT");
+      const result = createPatch(args[0]!, args[1]!, args[2]!, { fsync: values.fsync });
+      if (!values.json) io.stdout(`wrote ${args[2]} (${result.bytes} bytes)\n`);
+      return report(io, values.json, result.plan, { patch_bytes: result.bytes });
+    }
+    if (action === "apply") {
+      if (args.length !== 3) throw new UsageError("patch apply takes OLD PATCH OUT");
+      const result = applyPatch(args[0]!, args[1]!, args[2]!, { fsync: values.fsync });
+      if (!values.json) io.stdout(`wrote ${args[2]} (${result.size} bytes, sha256 ${result.sha256}, verified)\n`);
+      else report(io, true, result.plan, { file: args[2] });
+      return 0;
+    }
+    if (action === "info") {
+      if (args.length !== 1) throw new UsageError("patch info takes PATCH");
+      return report(io, values.json, readPatchPlan(args[0]!), {});
+    }
+    throw new UsageError("patch takes create, apply or info");
+  },
+});
