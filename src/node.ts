@@ -29,6 +29,15 @@ export {
 export { type CheckpointRecoverResult, recoverCheckpoint, ShardedEditHandle } from "./edit/sharded-edit.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";
+export {
+  type CheckpointDiff,
+  type DiffOptions,
+  diffCheckpoints,
+  type MetadataDiff,
+  type TensorDiff,
+  type TensorDiffStatus,
+  type TensorSide,
+} from "./integrity/diff.js";
 export type { EcosystemDigests, FileDigests } from "./integrity/digests.js";
 export { type ApplyPatchOptions, type ApplyPatchResult, applyPatch, readPatchPlan } from "./integrity/patch-apply.js";
 export { type CreatePatchOptions, type CreatePatchResult, createPatch } from "./integrity/patch-create.js";

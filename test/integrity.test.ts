@@ -5,9 +5,10 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
-import { openFile } from "../src/node.js";
+import { openFile, saveFile, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason } from "./helpers/corpus.js";
 import { cli } from "./helpers/run-cli.js";
 
@@ -41,5 +42,98 @@ describe("hash: ecosystem digests", { skip: corpusAvailable ? false : corpusMiss
       assert.ok(text.includes(`# autov2 ${got.autov2}`));
       assert.ok(text.includes(`# sshs_model_hash ${got.sshs_model_hash}`));
     }
+  });
+});
+
+describe("diff", () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-diff-"));
+  process.on("exit", () => fs.rmSync(tmp, { recursive: true, force: true }));
+  const at = (name: string) => path.join(tmp, name);
+  const rows = new Float32Array(6 * 4).map((_, i) => i / 4);
+  const changed = rows.slice();
+  changed[5] = 100; // row 1
+  changed[9] = -2.5; // row 2
+  changed[22] = Number.NaN; // row 5
+  saveFile(
+    at("a.safetensors"),
+    {
+      w: Tensor.fromFloat32("F32", [6, 4], rows),
+      h: Tensor.fromFloat32("BF16", [2, 2], [1, 2, 3, 4]),
+      gone: Tensor.fromFloat32("F32", [1], [1]),
+      retyped: Tensor.fromFloat32("F32", [2], [1, 2]),
+      reshaped: Tensor.fromFloat32("F32", [2, 3], [1, 2, 3, 4, 5, 6]),
+    },
+    { kept: "1", changed: "a", dropped: "x" },
+  );
+  saveFile(
+    at("b.safetensors"),
+    {
+      w: Tensor.fromFloat32("F32", [6, 4], changed),
+      h: Tensor.fromFloat32("BF16", [2, 2], [1, 2, 3, 4.5]),
+      added: Tensor.fromFloat32("F32", [1], [1]),
+      retyped: Tensor.fromFloat32("F16", [2], [1, 2]),
+      reshaped: Tensor.fromFloat32("F32", [3, 2], [1, 2, 3, 4, 5, 6]),
+    },
+    { kept: "1", changed: "b", new: "y" },
+  );
+
+  test("per tensor: changed (elements, max |a-b|, NaN, rows), only in A/B, dtype and shape changed; metadata", async () => {
+    const run = await cli("diff", at("a.safetensors"), at("b.safetensors"), "--json");
+    assert.equal(run.code, 1, run.stderr);
+    const got = JSON.parse(run.stdout);
+    const byName = new Map(got.tensors.map((t: { name: string }) => [t.name, t]));
+    assert.deepEqual(byName.get("w"), {
+      name: "w",
+      status: "changed",
+      a: { dtype: "F32", shape: [6, 4] },
+      b: { dtype: "F32", shape: [6, 4] },
+      elements: 3,
+      total: 24,
+      max_abs_diff: 100 - 1.25,
+      nan_elements: 1,
+      changed_rows: 3,
+      row_ranges: 2,
+      rows: [
+        [1, 3],
+        [5, 6],
+      ],
+    });
+    assert.equal((byName.get("h") as { max_abs_diff: number }).max_abs_diff, 0.5);
+    assert.equal((byName.get("gone") as { status: string }).status, "only_a");
+    assert.equal((byName.get("added") as { status: string }).status, "only_b");
+    assert.deepEqual(
+      [byName.get("retyped"), byName.get("reshaped")].map((t) => [
+        (t as { status: string }).status,
+        (t as { same_bytes: boolean }).same_bytes,
+      ]),
+      [
+        ["dtype_changed", false],
+        ["shape_changed", true],
+      ],
+    );
+    assert.deepEqual(got.metadata, [
+      { key: "changed", a: "a", b: "b" },
+      { key: "dropped", a: "x" },
+      { key: "new", b: "y" },
+    ]);
+    const text = await cli("diff", at("a.safetensors"), at("b.safetensors"));
+    assert.match(
+      text.stdout,
+      /^changed {2}"w" {2}F32 \[6, 4\]: 3 of 24 elements differ, max \|a-b\| 98\.75, 1 with NaN; rows 1:3, 5$/m,
+    );
+  });
+
+  test("exit status as diff(1): 0 same (a file and a copy, a sharded checkpoint and itself), 2 on error", async () => {
+    fs.copyFileSync(at("a.safetensors"), at("copy.safetensors"));
+    const same = await cli("diff", at("a.safetensors"), at("copy.safetensors"));
+    assert.deepEqual([same.code, same.stdout], [0, "same: 5 same\n"]);
+    if (corpusAvailable) {
+      const dir = path.join(corpusDir, "julia-test-sharded-6");
+      assert.equal((await cli("diff", dir, dir)).code, 0);
+    }
+    const missing = await cli("diff", at("a.safetensors"), at("none.safetensors"));
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /^error\[IoError\]/);
+    assert.equal((await cli("diff", at("a.safetensors"))).code, 2);
   });
 });

@@ -52,6 +52,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "recover", summary: "roll back an interrupted in-place edit", load: () => import("./recover.js") },
   { name: "load-rank", summary: "a tensor-parallel rank's part of tensors", load: () => import("./load-rank.js") },
   { name: "view", summary: "web inspector for a file, checkpoint or URL (127.0.0.1)", load: () => import("./view.js") },
+  { name: "diff", summary: "tensor and metadata differences between two checkpoints", load: () => import("./diff.js") },
   {
     name: "patch",
     summary: "delta patches: create OLD NEW OUT, apply OLD PATCH OUT",
