@@ -297,7 +297,9 @@ describe("hash", () => {
 
   test("--json: one object for one file, an array for several; failures listed and exit 1", async () => {
     const one = await cli("hash", "--json", files[0]!);
-    assert.deepEqual(Object.keys(JSON.parse(one.stdout)), [
+    assert.deepEqual(Object.keys(JSON.parse(one.stdout)), ["file_sha256", "tensors"]);
+    const ecosystem = await cli("hash", "--json", "--ecosystem", files[0]!);
+    assert.deepEqual(Object.keys(JSON.parse(ecosystem.stdout)), [
       "file_sha256",
       "data_sha256",
       "autov1",

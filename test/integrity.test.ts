@@ -20,7 +20,7 @@ describe("hash: ecosystem digests", { skip: corpusAvailable ? false : corpusMiss
   test("sshs_model_hash and sshs_legacy_hash equal what kohya's trainer recorded in the file", async () => {
     using file = openFile(kohya);
     const recorded = file.metadata()!;
-    const run = await cli("hash", "--json", kohya);
+    const run = await cli("hash", "--json", "--ecosystem", kohya);
     assert.equal(run.code, 0, run.stderr);
     const got = JSON.parse(run.stdout);
     assert.equal(got.sshs_model_hash, recorded.get("sshs_model_hash"));
@@ -33,7 +33,7 @@ describe("hash: ecosystem digests", { skip: corpusAvailable ? false : corpusMiss
       const file = path.join(corpusDir, name);
       const bytes = fs.readFileSync(file);
       const n = Number(bytes.readBigUInt64LE(0));
-      const got = JSON.parse((await cli("hash", "--json", file)).stdout);
+      const got = JSON.parse((await cli("hash", "--json", "--ecosystem", file)).stdout);
       assert.equal(got.autov2, sha256(bytes).slice(0, 10));
       assert.equal(got.data_sha256, sha256(bytes.subarray(8 + n)));
       assert.equal(got.autov1, sha256(bytes.subarray(0x100000, 0x110000)).slice(0, 8));

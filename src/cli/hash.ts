@@ -6,8 +6,8 @@ import * as fs from "node:fs";
 import type { AsyncSafetensorsFile } from "../async-file.js";
 import { isSafetensorError } from "../format/errors.js";
 import {
+  type DigestOptions,
   digestDescriptor,
-  ecosystemDigests,
   FileDigester,
   type FileDigests,
   sizePrefix,
@@ -24,26 +24,26 @@ interface Digests extends FileDigests {
   file: string;
 }
 
-function hashPath(label: string, path: string, backend: Backend | undefined): Digests {
+function hashPath(label: string, path: string, backend: Backend | undefined, options: DigestOptions): Digests {
   using file = openInput(path, backend ?? "pread");
   const fd = fs.openSync(path, "r");
   try {
-    return { file: label, ...digestDescriptor(fd, file.header, label) };
+    return { file: label, ...digestDescriptor(fd, file.header, label, options) };
   } finally {
     fs.closeSync(fd);
   }
 }
 
-async function hashInput(name: string, backend: Backend | undefined): Promise<Digests> {
-  if (isRemoteLocation(name)) return withRemote(name, (file) => hashRemote(name, file));
-  if (name !== "-") return hashPath(name, name, backend);
+async function hashInput(name: string, backend: Backend | undefined, options: DigestOptions): Promise<Digests> {
+  if (isRemoteLocation(name)) return withRemote(name, (file) => hashRemote(name, file, options));
+  if (name !== "-") return hashPath(name, name, backend, options);
   const inPlace = stdinAsPath();
-  if (inPlace !== undefined) return hashPath(name, inPlace, backend);
+  if (inPlace !== undefined) return hashPath(name, inPlace, backend, options);
   // A pipe: streamed, in memory the size of its header.
   let digester: FileDigester | undefined;
   streamStdin({
     start: (header, headerBytes) => {
-      digester = new FileDigester(header);
+      digester = new FileDigester(header, options);
       digester.update(sizePrefix(header.headerLength));
       digester.update(headerBytes);
     },
@@ -56,9 +56,9 @@ async function hashInput(name: string, backend: Backend | undefined): Promise<Di
 const REMOTE_CHUNK = 8 << 20;
 const REMOTE_AHEAD = 4;
 
-async function hashRemote(label: string, file: AsyncSafetensorsFile): Promise<Digests> {
+async function hashRemote(label: string, file: AsyncSafetensorsFile, options: DigestOptions): Promise<Digests> {
   const { header } = file;
-  const digester = new FileDigester(header);
+  const digester = new FileDigester(header, options);
   digester.update(sizePrefix(header.headerLength));
   digester.update(await file.readRange(8, header.headerLength));
   const chunkStarts: number[] = [];
@@ -91,15 +91,13 @@ export function checksumLine(digest: string, name: string, prefix = ""): string 
 function jsonOf(d: Digests, withName: boolean): string {
   const entries = [...d.tensors].map(([name, digest]) => `${JSON.stringify(name)}:${JSON.stringify(digest)}`);
   const file = withName ? `"file":${JSON.stringify(d.file)},` : "";
-  const ecosystem = JSON.stringify(ecosystemDigests(d)).slice(1, -1);
-  return `{${file}"file_sha256":${JSON.stringify(d.sha256)},"data_sha256":${JSON.stringify(d.dataSha256)},${ecosystem},"tensors":{${entries.join(",")}}}`;
+  const ecosystem = d.ecosystem ? `${JSON.stringify(d.ecosystem).slice(1, -1)},` : "";
+  return `{${file}"file_sha256":${JSON.stringify(d.sha256)},${ecosystem}"tensors":{${entries.join(",")}}}`;
 }
 
-function text(d: Digests, withTensors: boolean, withEcosystem: boolean): string {
+function text(d: Digests, withTensors: boolean): string {
   let out = checksumLine(d.sha256, d.file);
-  if (withEcosystem) {
-    for (const [key, value] of Object.entries(ecosystemDigests(d))) out += `# ${key} ${value}\n`;
-  }
+  for (const [key, value] of Object.entries(d.ecosystem ?? {})) out += `# ${key} ${value}\n`;
   // Tensor lines are comments to `sha256sum -c` (it skips lines starting with "#"), so the output stays checkable.
   if (withTensors) for (const [name, digest] of d.tensors) out += checksumLine(digest, name, "# tensor ");
   return out;
@@ -126,8 +124,8 @@ async function run(
   let status = 0;
   for (const name of names) {
     try {
-      const digests = await hashInput(name, backend);
-      if (!json) io.stdout(text(digests, tensors, ecosystem));
+      const digests = await hashInput(name, backend, { ecosystem });
+      if (!json) io.stdout(text(digests, tensors));
       else if (several) jsonEntries.push(jsonOf(digests, true));
       else io.stdout(`${jsonOf(digests, false)}\n`);
     } catch (error) {
@@ -154,16 +152,17 @@ after each file's line: comments to sha256sum -c. --ecosystem adds "# KEY VALUE"
 other tools identify files by: autov2 (A1111/Civitai AutoV2: the first 10 hex digits of the file's SHA-256),
 sshs_model_hash (kohya sd-scripts / sd-webui-additional-networks: SHA-256 of the bytes after the header, from 8 + N to
 the end, so metadata edits keep it), modelspec_hash_sha256 ("0x" + the same), autov1 and sshs_legacy_hash (the first
-8 hex digits of the SHA-256 of the 64 KiB at byte 0x100000). Every digest comes from the same single pass.
+8 hex digits of the SHA-256 of the 64 KiB at byte 0x100000), data_sha256 (the same as sshs_model_hash). Every digest
+comes from the same single pass; --ecosystem costs a third SHA-256 stream over the data (~1.5x the hashing time).
 
---json with one FILE prints {"file_sha256","data_sha256","autov1","autov2","sshs_model_hash","sshs_legacy_hash",
-"modelspec_hash_sha256","tensors":{NAME:DIGEST}} (tensors in file order); with several, an array of the same with
-"file" first (or {"file","error":{"code","message"}} for a file that failed).
+--json with one FILE prints {"file_sha256","tensors":{NAME:DIGEST}} (tensors in file order), with --ecosystem
+{"file_sha256","data_sha256","autov1","autov2","sshs_model_hash","sshs_legacy_hash","modelspec_hash_sha256","tensors"};
+with several FILEs, an array of the same with "file" first (or {"file","error":{"code","message"}} for a file that failed).
 Exit status 1 when any file fails; the others are still hashed.`,
   options: {
     tensors: { type: "boolean", help: "also print each tensor's digest (as # comment lines)" },
-    ecosystem: { type: "boolean", help: "also print AutoV1/AutoV2, sshs_model_hash, modelspec.hash_sha256" },
-    json: { type: "boolean", help: "print JSON (always includes the tensors and ecosystem digests)" },
+    ecosystem: { type: "boolean", help: "also AutoV1/AutoV2, sshs_model_hash, modelspec.hash_sha256 (text and JSON)" },
+    json: { type: "boolean", help: "print JSON (always includes the tensors)" },
   },
   run({ values, positionals }, { io, backend }) {
     if (positionals.length === 0) throw new UsageError("hash takes one or more FILEs");

@@ -23,16 +23,16 @@ export interface FileDigests {
   readonly size: number;
   /** SHA-256 of the whole file (hex). */
   readonly sha256: string;
-  /** SHA-256 of the data region, bytes 8 + N to the end (kohya `sshs_model_hash`). */
-  readonly dataSha256: string;
-  /** SHA-256 of bytes [0x100000, 0x110000) (AutoV1 / `sshs_legacy_hash` are its first 8 digits). */
-  readonly legacySha256: string;
   /** SHA-256 of each tensor's bytes, in file order. */
   readonly tensors: ReadonlyMap<string, string>;
+  /** When asked for (`{ ecosystem: true }`): the digests other tools identify files by. */
+  readonly ecosystem?: EcosystemDigests;
 }
 
-/** The identifiers other tools print, derived from {@link FileDigests}. */
+/** The identifiers other tools print. */
 export interface EcosystemDigests {
+  /** SHA-256 of the data region, bytes 8 + N to the end. */
+  data_sha256: string;
   autov1: string;
   autov2: string;
   sshs_model_hash: string;
@@ -40,14 +40,12 @@ export interface EcosystemDigests {
   modelspec_hash_sha256: string;
 }
 
-export function ecosystemDigests(d: FileDigests): EcosystemDigests {
-  return {
-    autov1: d.legacySha256.slice(0, 8),
-    autov2: d.sha256.slice(0, 10),
-    sshs_model_hash: d.dataSha256,
-    sshs_legacy_hash: d.legacySha256.slice(0, 8),
-    modelspec_hash_sha256: `0x${d.dataSha256}`,
-  };
+export interface DigestOptions {
+  /**
+   * Also compute the ecosystem's digests. Off by default: the data region's SHA-256 is a third SHA-256 stream over
+   * nearly every byte (whole file and tensor digests are the other two), ~1.5x the hashing time.
+   */
+  ecosystem?: boolean;
 }
 
 const LEGACY_START = 0x100000;
@@ -61,16 +59,19 @@ export class FileDigester {
   readonly #header: Header;
   readonly #infos: readonly TensorInfo[];
   readonly #whole = createHash("sha256");
-  readonly #data = createHash("sha256");
-  readonly #legacy = createHash("sha256");
+  /** The data region's and the legacy window's hashes, when the ecosystem's digests are asked for. */
+  readonly #data: Hash | null;
+  readonly #legacy: Hash | null;
   readonly #tensors = new Map<string, string>();
   #current = 0;
   #tensor: Hash = createHash("sha256");
   /** Bytes of the file seen so far. */
   #at = 0;
 
-  constructor(header: Header) {
+  constructor(header: Header, options: DigestOptions = {}) {
     this.#header = header;
+    this.#data = options.ecosystem ? createHash("sha256") : null;
+    this.#legacy = options.ecosystem ? createHash("sha256") : null;
     this.#infos = [...header.tensors.values()];
     this.#finishEnded();
   }
@@ -87,7 +88,7 @@ export class FileDigester {
       throw new SafetensorError("IoError", `more bytes than the file's ${this.#header.fileLength} arrived`);
     }
     this.#whole.update(bytes);
-    if (end > LEGACY_START && start < LEGACY_END) {
+    if (this.#legacy && end > LEGACY_START && start < LEGACY_END) {
       this.#legacy.update(
         bytes.subarray(Math.max(0, LEGACY_START - start), Math.min(bytes.length, LEGACY_END - start)),
       );
@@ -98,7 +99,7 @@ export class FileDigester {
       return;
     }
     let i = Math.max(0, dataStart - start);
-    if (i < bytes.length) this.#data.update(i === 0 ? bytes : bytes.subarray(i));
+    if (this.#data && i < bytes.length) this.#data.update(i === 0 ? bytes : bytes.subarray(i));
     this.#at = start + i;
     this.#finishEnded();
     while (i < bytes.length) {
@@ -128,13 +129,19 @@ export class FileDigester {
         `the file ended after ${this.#at} of its ${this.#header.fileLength} bytes (changed while hashing?)`,
       );
     }
-    return {
-      size: this.#at,
-      sha256: this.#whole.digest("hex"),
-      dataSha256: this.#data.digest("hex"),
-      legacySha256: this.#legacy.digest("hex"),
-      tensors: this.#tensors,
+    const sha256 = this.#whole.digest("hex");
+    if (!this.#data || !this.#legacy) return { size: this.#at, sha256, tensors: this.#tensors };
+    const data = this.#data.digest("hex");
+    const legacy = this.#legacy.digest("hex").slice(0, 8);
+    const ecosystem: EcosystemDigests = {
+      data_sha256: data,
+      autov1: legacy,
+      autov2: sha256.slice(0, 10),
+      sshs_model_hash: data,
+      sshs_legacy_hash: legacy,
+      modelspec_hash_sha256: `0x${data}`,
     };
+    return { size: this.#at, sha256, tensors: this.#tensors, ecosystem };
   }
 }
 
@@ -159,8 +166,8 @@ export function readSequentially(fd: number, size: number, label: string, sink: 
 }
 
 /** Hash a local file whose header is known: one sequential read of every byte through `fd`. */
-export function digestDescriptor(fd: number, header: Header, label: string): FileDigests {
-  const digester = new FileDigester(header);
+export function digestDescriptor(fd: number, header: Header, label: string, options: DigestOptions = {}): FileDigests {
+  const digester = new FileDigester(header, options);
   readSequentially(fd, header.fileLength, label, (bytes) => digester.update(bytes));
   return digester.finish();
 }

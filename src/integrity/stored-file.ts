@@ -9,7 +9,7 @@ import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import { PreadSource } from "../io/node-file.js";
 import type { StoredTensor } from "./compare.js";
-import { digestDescriptor, type EcosystemDigests, ecosystemDigests, type FileDigests } from "./digests.js";
+import { digestDescriptor, type EcosystemDigests, type FileDigests } from "./digests.js";
 
 export interface StoredFile {
   readonly path: string;
@@ -57,12 +57,13 @@ export function openStoredFile(path: string): StoredFile {
   }
 }
 
-/** Every digest of a local file in one pass (`digests.ts`): file, data region, each tensor, and the ecosystem's. */
+/** Every digest of a local file in one pass (`digests.ts`): the file's, each tensor's and the ecosystem's. */
 export function digestFile(path: string): FileDigests & { ecosystem: EcosystemDigests } {
   const file = openStoredFile(path);
   try {
-    const digests = digestDescriptor(file.fd, file.header, path);
-    return { ...digests, ecosystem: ecosystemDigests(digests) };
+    return digestDescriptor(file.fd, file.header, path, { ecosystem: true }) as FileDigests & {
+      ecosystem: EcosystemDigests;
+    };
   } finally {
     file.close();
   }
