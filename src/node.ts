@@ -39,6 +39,22 @@ export {
   type TensorSide,
 } from "./integrity/diff.js";
 export type { EcosystemDigests, FileDigests } from "./integrity/digests.js";
+export {
+  type DsseEnvelope,
+  preAuthEncoding,
+  signManifest,
+  statementOf,
+  verifyEnvelope,
+} from "./integrity/dsse.js";
+export {
+  createManifest,
+  type FileCheck,
+  type TensorCheck,
+  type TensorCheckStatus,
+  type VerifyReport,
+  verifyManifest,
+} from "./integrity/manifest.js";
+export { type Manifest, type ManifestFile, type ManifestTensor, parseManifest } from "./integrity/manifest-format.js";
 export { type ApplyPatchOptions, type ApplyPatchResult, applyPatch, readPatchPlan } from "./integrity/patch-apply.js";
 export { type CreatePatchOptions, type CreatePatchResult, createPatch } from "./integrity/patch-create.js";
 export type { PatchFileRef, PatchOp, PatchPlan, PatchSummary, PatchTarget } from "./integrity/patch-format.js";

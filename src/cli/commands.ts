@@ -52,6 +52,11 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "recover", summary: "roll back an interrupted in-place edit", load: () => import("./recover.js") },
   { name: "load-rank", summary: "a tensor-parallel rank's part of tensors", load: () => import("./load-rank.js") },
   { name: "view", summary: "web inspector for a file, checkpoint or URL (127.0.0.1)", load: () => import("./view.js") },
+  {
+    name: "manifest",
+    summary: "integrity manifests: create, sign (Ed25519, DSSE), verify",
+    load: () => import("./manifest.js"),
+  },
   { name: "diff", summary: "tensor and metadata differences between two checkpoints", load: () => import("./diff.js") },
   {
     name: "patch",

@@ -81,7 +81,10 @@ function diffTensor(name: string, a: SourceTensor, b: SourceTensor, maxRowRanges
   };
 }
 
-function diffMetadata(a: ReadonlyMap<string, string> | null, b: ReadonlyMap<string, string> | null): MetadataDiff[] {
+export function diffMetadata(
+  a: ReadonlyMap<string, string> | null,
+  b: ReadonlyMap<string, string> | null,
+): MetadataDiff[] {
   const keys = [...new Set([...(a?.keys() ?? []), ...(b?.keys() ?? [])])].sort(compareCodePoints);
   const out: MetadataDiff[] = [];
   for (const key of keys) {

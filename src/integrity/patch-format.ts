@@ -25,6 +25,7 @@
 import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
+import { HEX64, isCount, isRecord } from "./json-checks.js";
 
 export const PATCH_METADATA_KEY = "safetensors_patch";
 export const PATCH_VERSION = 1;
@@ -72,11 +73,6 @@ export interface PatchPlan {
 function invalid(message: string): never {
   throw new SafetensorError("PatchInvalid", `not a valid patch: ${message}`);
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
-const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
-const HEX64 = /^[0-9a-f]{64}$/;
 
 function fileRef(value: unknown, what: string): PatchFileRef {
   if (!isRecord(value)) invalid(`${what} must be an object`);
