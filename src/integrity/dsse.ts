@@ -23,7 +23,7 @@ export interface DsseEnvelope {
 }
 
 /** DSSE v1 pre-authentication encoding: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body (LEN in ASCII decimal). */
-export function preAuthEncoding(payloadType: string, payload: Uint8Array): Buffer {
+export function preAuthEncoding(payloadType: string, payload: Uint8Array): Uint8Array {
   const type = Buffer.from(payloadType, "utf8");
   return Buffer.concat([Buffer.from(`DSSEv1 ${type.length} `), type, Buffer.from(` ${payload.length} `), payload]);
 }
