@@ -14,6 +14,20 @@ import { summarizeFile, summarizeSharded, type ViewSummary } from "../src/view/s
 import type { Inspectable, TensorReport, TensorRequest } from "./model.js";
 
 /**
+ * Blob reads in flight per file (the library's default for local sources is 4). Each read is a round trip to the
+ * browser's file reader: picking a 10 GiB tensor (64 sampled blocks + heat-map rows) took ~9 s in headless Chromium
+ * with 4 reads in flight and 4 Mi heat-map samples, ~3.7 s with 16 and 1 Mi (test/inspector.test.ts, on a machine
+ * at load ~18).
+ */
+const BLOB_READS = { concurrency: 16 };
+/**
+ * Elements read for a heat map: 1 Mi (the server reads up to 4 Mi). A heat map of a tall tensor reads whole rows
+ * spread over its bands, one read each; a quarter of the server's rows keeps a 10 GiB tensor at ~1,000 reads, and
+ * the page says how many rows it read.
+ */
+const HEATMAP_SAMPLES = 1 << 20;
+
+/**
  * The tensor's stats (and heat map) from its bytes only: sampled runs when it is large, as `/api/tensor` does.
  * TODO(viewsrv): the same as node-server.ts's tensorReport; use the pure one once it moves out of the Node server.
  */
@@ -39,7 +53,8 @@ async function report(
     { bins: request.bins },
   );
   let heatmap: TensorReport["heatmap"] = null;
-  const mapPlan = dtype === "C64" ? null : planHeatmap(entry.shape, { size: request.heatmap });
+  const mapPlan =
+    dtype === "C64" ? null : planHeatmap(entry.shape, { size: request.heatmap, maxSamples: HEATMAP_SAMPLES });
   if (mapPlan) {
     const rows = heatmapRowRanges(dtype, entry.shape, mapPlan);
     const rowBytes = await file.readRanges(rows.map(absolute));
@@ -92,7 +107,7 @@ export async function openDropped(files: readonly File[]): Promise<Inspectable> 
         `drop one .safetensors file, or a shard set with its index (.json); got ${files.length} files without an index`,
       );
     }
-    const file = await open(files[0]!);
+    const file = await open(files[0]!, BLOB_READS);
     return new Dropped(files[0]!.name, summarizeFile(file.header, { source: files[0]!.name }), [file]);
   }
   const indexFile = indexes[0]!;
@@ -106,7 +121,7 @@ export async function openDropped(files: readonly File[]): Promise<Inspectable> 
       `the index names ${missing.length} shard(s) not dropped with it: ${missing.slice(0, 3).join(", ")}${missing.length > 3 ? ", …" : ""}`,
     );
   }
-  const opened = await Promise.all(index.files.map((name) => open(byName.get(name.split("/").pop()!)!)));
+  const opened = await Promise.all(index.files.map((name) => open(byName.get(name.split("/").pop()!)!, BLOB_READS)));
   const headers = new Map(index.files.map((name, i) => [name, opened[i]!.header]));
   const summary = summarizeSharded({ indexPath: indexFile.name, index, headers }, { source: indexFile.name });
   // `placement` follows the index's file order, as `opened` does.

@@ -347,6 +347,45 @@ describe("web inspector in headless Chromium", { skip }, () => {
     assert.equal((await shownStats(page)).max, "249");
   });
 
+  test("standalone: a 10 GiB file is read lazily (header, then sampled blocks of one tensor)", async () => {
+    // A sparse file: a header for one 10 GiB F32 tensor, then a hole (no disk used).
+    const file = path.join(out, "ten-gib.safetensors");
+    const bytes = 10 * 2 ** 30;
+    let header = JSON.stringify({ big: { dtype: "F32", shape: [2621440, 1024], data_offsets: [0, bytes] } });
+    header = header.padEnd(Math.ceil(header.length / 8) * 8, " ");
+    const fd = fs.openSync(file, "w");
+    try {
+      const prefix = Buffer.alloc(8);
+      prefix.writeBigUInt64LE(BigInt(header.length));
+      fs.writeSync(fd, prefix);
+      fs.writeSync(fd, header);
+      fs.ftruncateSync(fd, 8 + header.length + bytes);
+    } finally {
+      fs.closeSync(fd);
+    }
+    await page.goto(plain.url);
+    await ready();
+    await page.evaluate(() => {
+      const w = window as unknown as { blobBytes: number };
+      w.blobBytes = 0;
+      const slice = Blob.prototype.slice;
+      Blob.prototype.slice = function (this: Blob, start?: number, end?: number, type?: string) {
+        const part = slice.call(this, start, end, type);
+        w.blobBytes += part.size;
+        return part;
+      };
+    });
+    await pick(file);
+    await row("big").click();
+    await detailShown("big");
+    const read = await page.evaluate(() => (window as unknown as { blobBytes: number }).blobBytes);
+    assert.ok(read < 64 * 2 ** 20, `read ${read} bytes of a 10 GiB file`);
+    const sampled = (await page.textContent("#detail .sampled")) ?? "";
+    assert.match(sampled, /of 2,684,354,560 elements/);
+    assert.equal((await shownStats(page)).zeros, (4 * 2 ** 20).toLocaleString("en"));
+    fs.rmSync(file);
+  });
+
   test("opened from disk (file://), the page starts and waits for a file", async () => {
     errors = [];
     await page.goto(pathToFileURL(path.join(out, "index.html")).href);
