@@ -3,10 +3,10 @@
  * (src/view/summary.ts), `GET /api/tensor` a `TensorReport`. The served page and dropped files render through the
  * same code.
  */
-import type { Heatmap, Histogram, Sampling, Stats } from "../src/view/stats.js";
+import type { TensorReport } from "../src/view/report.js";
 import type { ViewSummary } from "../src/view/summary.js";
 
-export type { ViewSummary };
+export type { TensorReport, ViewSummary };
 
 export interface ApiError {
   code: string;
@@ -15,20 +15,6 @@ export interface ApiError {
 
 /** `/api/summary`: the summary, or the error that kept the file from opening. */
 export type SummaryAnswer = ViewSummary | { error: ApiError };
-
-export interface TensorReport {
-  name: string;
-  dtype: string;
-  shape: number[];
-  /** The shard file holding it, or null for a single file. */
-  file: string | null;
-  byte_range: [number, number];
-  sampled: Sampling | false;
-  values: "elements" | "complex parts";
-  stats: Stats;
-  histogram: Histogram;
-  heatmap?: Heatmap | null;
-}
 
 export interface TensorRequest {
   bins: number;

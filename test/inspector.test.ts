@@ -16,8 +16,7 @@ import { pathToFileURL } from "node:url";
 import type { Page } from "playwright-core";
 import { inspectJson } from "../src/cli/inspect-format.js";
 import { openFile, serialize, Tensor } from "../src/node.js";
-import { heatmap, tensorStats } from "../src/view/stats.js";
-import { summarizeFile } from "../src/view/summary.js";
+import { openViewTarget, startViewServer } from "../src/view/node-server.js";
 import { chromiumMissing, launchChromium } from "./helpers/chromium.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, repoRoot } from "./helpers/corpus.js";
 
@@ -69,35 +68,10 @@ function assertStats(shown: Record<string, string>, file: string, name: string):
   assert.equal(shown.elements!.replace(/,/g, ""), String(e.count));
 }
 
-/**
- * The page's static files, and optionally an API answering for one file with the src/view modules, in the shapes
- * `safetensors view` answers.
- */
-function startServer(root: string, api?: { file: string }): Promise<{ url: string; close(): Promise<void> }> {
+/** The page's static files and nothing else: the standalone page, as any static server (or none) would serve it. */
+function startStatic(root: string): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
-    const json = (status: number, body: unknown) => {
-      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
-    };
-    if (url.pathname.startsWith("/api/")) {
-      if (!api) return json(404, { code: "NotFound", message: "no API here" });
-      using f = openFile(api.file);
-      if (url.pathname === "/api/summary")
-        return json(200, summarizeFile(f.header, { source: path.basename(api.file) }));
-      const name = url.searchParams.get("name") ?? "";
-      if (!f.has(name)) return json(404, { error: { code: "TensorNotFound", message: `no tensor ${name}` } });
-      const tensor = f.getTensor(name);
-      const range = f.byteRange(name);
-      return json(200, {
-        name,
-        dtype: tensor.dtype,
-        shape: tensor.shape,
-        file: null,
-        byte_range: [range.offset, range.offset + range.length],
-        ...tensorStats(tensor, { bins: Number(url.searchParams.get("bins")) }),
-        heatmap: heatmap(tensor, { size: Number(url.searchParams.get("heatmap")) }),
-      });
-    }
     const file = path.join(root, url.pathname === "/" ? "index.html" : path.normalize(url.pathname));
     if (!file.startsWith(root) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
       return res.writeHead(404).end("not found");
@@ -116,11 +90,28 @@ function startServer(root: string, api?: { file: string }): Promise<{ url: strin
   });
 }
 
+interface Served {
+  url: string;
+  close(): Promise<void>;
+}
+
 describe("web inspector in headless Chromium", { skip }, () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), "st-inspector-"));
+  /** The real `safetensors view` server (src/view/node-server.ts) over `input`, serving the page built here. */
+  const serve = async (input: string | { error: unknown }): Promise<Served> => {
+    const target = typeof input === "string" ? await openViewTarget(input) : input;
+    const server = await startViewServer(target, { staticDir: out });
+    return {
+      url: server.url,
+      async close() {
+        await server.close();
+        if ("close" in target && typeof target.close === "function") await target.close();
+      },
+    };
+  };
   let context: Awaited<ReturnType<typeof launchChromium>>;
-  let served: Awaited<ReturnType<typeof startServer>>;
-  let plain: Awaited<ReturnType<typeof startServer>>;
+  let served: Served;
+  let plain: Awaited<ReturnType<typeof startStatic>>;
   let page: Page;
   let errors: string[] = [];
 
@@ -130,8 +121,8 @@ describe("web inspector in headless Chromium", { skip }, () => {
     });
     assert.equal(built.status, 0, built.stderr + built.stdout);
     fs.mkdirSync(ARTIFACTS, { recursive: true });
-    served = await startServer(out, { file: GPT2 });
-    plain = await startServer(out);
+    served = await serve(GPT2);
+    plain = await startStatic(out);
     context = await launchChromium({ viewport: { width: 1280, height: 800 } });
     page = context.pages()[0] ?? (await context.newPage());
     page.on("pageerror", (error) => errors.push(String(error)));
@@ -255,6 +246,41 @@ describe("web inspector in headless Chromium", { skip }, () => {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  test("served: the 6-shard set's directory, placement and a tensor from its shard", async () => {
+    const sharded = await serve(SHARDS);
+    try {
+      await page.goto(sharded.url);
+      await ready();
+      const shards = await page.$$eval("#shards tbody tr td:first-child", (tds) => tds.map((t) => t.textContent));
+      const index = JSON.parse(fs.readFileSync(path.join(SHARDS, "model.safetensors.index.json"), "utf8"));
+      assert.deepEqual(shards, [...new Set(Object.values(index.weight_map as Record<string, string>))].sort());
+      const [name, shard] = Object.entries(index.weight_map as Record<string, string>)[0]!;
+      await page.fill("#filter", name);
+      await page.waitForFunction(() =>
+        / of 36 tensors match$/.test(document.querySelector("#tree-count")?.textContent ?? ""),
+      );
+      await row(name).click();
+      await detailShown(name);
+      const shown = await shownStats(page);
+      assert.equal(shown.shard, shard);
+      assertStats(shown, path.join(SHARDS, shard), name);
+    } finally {
+      await sharded.close();
+    }
+  });
+
+  test("served: an invalid file's page shows its error code", async () => {
+    const invalid = await serve(INVALID).catch((error: unknown) => serve({ error }));
+    try {
+      await page.goto(invalid.url);
+      await ready();
+      assert.equal(await page.textContent("#error .code"), "DuplicateKey");
+      assert.ok(await page.isHidden("#view"));
+    } finally {
+      await invalid.close();
+    }
+  });
+
   test("standalone: a dropped file, stats computed in the page", async () => {
     errors = [];
     await page.goto(plain.url);
@@ -351,7 +377,8 @@ describe("web inspector in headless Chromium", { skip }, () => {
     // A sparse file: a header for one 10 GiB F32 tensor, then a hole (no disk used).
     const file = path.join(out, "ten-gib.safetensors");
     const bytes = 10 * 2 ** 30;
-    let header = JSON.stringify({ big: { dtype: "F32", shape: [2621440, 1024], data_offsets: [0, bytes] } });
+    // Wide rows: the heat map reads one 160 KiB row per band (a tall tensor reads thousands of short rows).
+    let header = JSON.stringify({ big: { dtype: "F32", shape: [65536, 40960], data_offsets: [0, bytes] } });
     header = header.padEnd(Math.ceil(header.length / 8) * 8, " ");
     const fd = fs.openSync(file, "w");
     try {
