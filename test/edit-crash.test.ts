@@ -98,8 +98,8 @@ if (process.env.ST_EDIT_CRASH_CHILD !== undefined) {
   let writes = 0;
   hookWrites(() => {
     fs.writeSync(1, ".");
-    // Wait here for the kill (10 s at most: a parent that never kills makes the test fail, not hang).
-    if (++writes === stopAt) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10_000);
+    // Wait here for the kill (60 s at most: a parent that never kills makes the test fail, not hang).
+    if (++writes === stopAt) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000);
   });
   runEdits(file, 0);
   process.exit(0);
