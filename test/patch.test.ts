@@ -5,6 +5,7 @@
  * refused before commit.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -16,6 +17,7 @@ import { createPatch } from "../src/integrity/patch-create.js";
 import { PATCH_METADATA_KEY } from "../src/integrity/patch-format.js";
 import { deserialize, openFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
+import { referencePython, skipWithoutReference } from "./helpers/reference.js";
 import { cli } from "./helpers/run-cli.js";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-patch-"));
@@ -201,4 +203,38 @@ describe("patch refusals", () => {
     assert.match(wrong.stderr, /^error\[PatchBaseMismatch\]/);
     assert.equal((await cli("patch", "frobnicate")).code, 2);
   });
+});
+
+// Skipped test by test, not as a suite: a skipped suite hides its tests from node's summary.
+test("numpy: rows edited through np.memmap are the rows the patch stores; apply gives numpy's bytes", {
+  skip: skipWithoutReference() || (corpusAvailable ? false : corpusMissingReason),
+}, () => {
+  const source = path.join(corpusDir, "transformers-gpt2-tiny-capp.safetensors");
+  const edited = fresh();
+  fs.copyFileSync(source, edited);
+  const script = `
+import json, struct, sys, numpy as np
+path = sys.argv[1]
+with open(path, "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+info = header["transformer.wpe.weight"]
+m = np.memmap(path, dtype="<f4", mode="r+", offset=8 + n + info["data_offsets"][0], shape=tuple(info["shape"]))
+m[100:120] = 0
+m[300] *= 2
+m.flush()
+`;
+  const run = spawnSync(referencePython()!.python, ["-c", script, edited], { encoding: "utf8" });
+  assert.equal(run.status, 0, run.stderr);
+  const patch = fresh();
+  const { plan } = createPatch(source, edited, patch);
+  assert.deepEqual(plan.summary.rowPatched, ["transformer.wpe.weight"]);
+  const op = plan.target[0]!.tensors.find((t) => t.name === "transformer.wpe.weight");
+  assert.deepEqual(op?.rows, [
+    [100, 120],
+    [300, 301],
+  ]);
+  const out = fresh();
+  applyPatch(source, patch, out);
+  assert.ok(fs.readFileSync(out).equals(fs.readFileSync(edited)));
 });
