@@ -213,6 +213,8 @@ export function primeOpenPath(): void {
     // The addon's own file (tens of KiB: past the bytes read at open) stands in for a checkpoint: open it both ways,
     // read from the head, through the mapping and by pread, and close.
     try {
+      // The journal check every open makes (path helpers and a stat: ~0.1 ms of a cold open when first run there).
+      checkInterruptedEdit(addonPath, "warn");
       for (const backend of ["mmap", "pread"] as const) {
         const source = openSource(addonPath, backend);
         try {
