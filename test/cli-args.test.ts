@@ -59,9 +59,32 @@ describe("option parsing", () => {
       rest: ["f"],
     });
     assert.equal(splitAtCommand(["--help"]).command, undefined);
+    assert.throws(() => splitAtCommand(["--bakend=x"]), /unknown option --bakend \(did you mean "--backend"\?\)/);
+  });
+
+  test("the command's own options may come before it, and are parsed with the command's", () => {
+    const commands = ["inspect", "get"];
+    assert.deepEqual(splitAtCommand(["--json", "--backend=mmap", "inspect", "f"], commands), {
+      command: "inspect",
+      before: ["--backend=mmap"],
+      rest: ["--json", "f"],
+    });
+    // A value of a command option is carried with it; the command is the first word that names one.
+    assert.deepEqual(splitAtCommand(["--out", "x.bin", "-V", "get", "f", "t"], commands), {
+      command: "get",
+      before: ["-V"],
+      rest: ["--out", "x.bin", "f", "t"],
+    });
+    // An unknown option before the command is named by the command's parser, with the command's spellings.
+    const { rest } = splitAtCommand(["--bakend=x", "inspect"], commands);
     assert.throws(
-      () => splitAtCommand(["--bakend=x", "inspect"]),
+      () => parseOptions(rest, { json: { type: "boolean", help: "" } }),
       /unknown option --bakend \(did you mean "--backend"\?\)/,
+    );
+    // No command among the words: the misspelt command is named, not the option before it.
+    assert.throws(
+      () => splitAtCommand(["--json", "inspct", "f"], commands),
+      /unknown command "inspct" \(did you mean "inspect"\?\)/,
     );
   });
 });

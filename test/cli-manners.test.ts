@@ -98,6 +98,7 @@ describe("help and usage", () => {
       ["--backend", "pread", "inspect", example, "--verbose"],
       ["inspect", "--backend=pread", example, "--verbose"],
       ["inspect", example, "--verbose", "--backend", "pread"],
+      ["--verbose", "--backend", "pread", "inspect", example],
     ]) {
       const run = await cli(...argv);
       assert.equal(run.code, 0, argv.join(" "));

@@ -61,26 +61,47 @@ function allSpellings(options: OptionSpecs): string[] {
 }
 
 /**
- * Split `argv` at the command name: global options may come first. Returns the command (undefined when there is
- * none), the global values seen before it, and the words after it.
+ * Split `argv` at the command name. Global options may come first; so may the command's own options
+ * (`safetensors --json inspect FILE`, as people type them): when a word before the command is not a global option,
+ * the command is the first of `commands` among the words, and every non-global word before it is carried into
+ * `rest` (ahead of the words after it) to be parsed with the command's options, which name any that is unknown.
+ * Returns the command (undefined when there is none), the global options seen before it, and the command's words.
  */
-export function splitAtCommand(argv: string[]): { command: string | undefined; before: string[]; rest: string[] } {
+export function splitAtCommand(
+  argv: string[],
+  commands: readonly string[] = [],
+): { command: string | undefined; before: string[]; rest: string[] } {
+  const before: string[] = [];
+  const carried: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
-    if (token === "--") return { command: argv[i + 1], before: argv.slice(0, i), rest: argv.slice(i + 2) };
+    if (token === "--") return { command: argv[i + 1], before, rest: [...carried, ...argv.slice(i + 2)] };
     if (!token.startsWith("-") || token === "-") {
-      return { command: token, before: argv.slice(0, i), rest: argv.slice(i + 1) };
+      if (carried.length === 0 || commands.includes(token)) {
+        return { command: token, before, rest: [...carried, ...argv.slice(i + 1)] };
+      }
+      carried.push(token);
+      continue;
     }
     const name = token.startsWith("--") ? optionName(token).slice(2) : shortOf(GLOBAL_OPTIONS, token.slice(1, 2));
     const spec = name === undefined ? undefined : (GLOBAL_OPTIONS as OptionSpecs)[name];
     if (spec === undefined) {
-      throw new UsageError(
-        `unknown option ${optionName(token)}${didYouMean(optionName(token), allSpellings(GLOBAL_OPTIONS))}`,
-      );
+      carried.push(token);
+      continue;
     }
-    if (spec.type === "string" && !token.includes("=")) i++;
+    const words = spec.type === "string" && !token.includes("=") ? 2 : 1;
+    before.push(...argv.slice(i, i + words));
+    i += words - 1;
   }
-  return { command: undefined, before: argv, rest: [] };
+  if (carried.length > 0) {
+    // No command among the words: the first plain word was meant as one, else the first option is unknown.
+    const word = carried.find((candidate) => !candidate.startsWith("-") || candidate === "-");
+    if (word !== undefined)
+      throw new UsageError(`unknown command ${JSON.stringify(word)}${didYouMean(word, commands)}`);
+    const option = optionName(carried[0]!);
+    throw new UsageError(`unknown option ${option}${didYouMean(option, allSpellings(GLOBAL_OPTIONS))}`);
+  }
+  return { command: undefined, before, rest: [] };
 }
 
 /**

@@ -35,7 +35,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     return 0;
   };
   try {
-    const { command: name, before, rest } = splitAtCommand(argv);
+    const names = [...COMMANDS.map((entry) => entry.name), "help"];
+    const { command: name, before, rest } = splitAtCommand(argv, names);
     const globals = parseOptions(before, {}).values;
     if (name === undefined) {
       if (globals.version) return print(version());
