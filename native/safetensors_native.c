@@ -49,6 +49,9 @@ int st_unaccounted_arraybuffer(napi_env env, void *data, size_t length, napi_val
 napi_value st_js_scan_header(napi_env env, napi_callback_info info);
 napi_value st_js_scan_run(napi_env env, napi_callback_info info);
 napi_value st_js_find_syntax_error(napi_env env, napi_callback_info info);
+/* owned.c */
+napi_value st_js_read_owned(napi_env env, napi_callback_info info);
+napi_value st_js_owned_pages(napi_env env, napi_callback_info info);
 
 #define HUGE_PAGE_SIZE ((size_t)2 << 20)
 /* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
@@ -180,6 +183,13 @@ static int get_index(napi_env env, napi_value value, const char *name, double ma
   return 0;
 }
 
+/* The same helpers for the addon's other source files (owned.c). */
+void st_throw_errno(napi_env env, int err, const char *what) { throw_errno(env, err, what); }
+void st_throw_code(napi_env env, int err, const char *message) { throw_code(env, err, message); }
+int st_get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out) {
+  return get_index(env, value, name, max, out);
+}
+
 /* ------------------------------------------------------------------------------------------------------ */
 /* Opening a file and reading its first bytes in one call */
 
@@ -305,6 +315,23 @@ static void run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n) {
     if (started[i]) pthread_join(tids[i], NULL);
 }
 
+/* Fills dst[0, length) from the file at `position` with up to `threads` threads; 0 or the first errno (EIO: the
+ * file ended early). Pieces are whole 2 MiB (huge) pages, so that no page is faulted by two threads. */
+int st_pread_parallel(int fd, uint8_t *dst, size_t length, uint64_t position, size_t threads) {
+  if (threads == 0) threads = 1;
+  size_t piece = (length + threads - 1) / threads;
+  piece = (piece + HUGE_PAGE_SIZE - 1) / HUGE_PAGE_SIZE * HUGE_PAGE_SIZE;
+  pread_job jobs[MAX_PREAD_THREADS];
+  size_t n = 0;
+  for (size_t at = 0; at < length && n < MAX_PREAD_THREADS; at += piece, n++) {
+    jobs[n] = (pread_job){fd, dst + at, length - at < piece ? length - at : piece, position + at, 0};
+  }
+  run_jobs(pread_job_run, jobs, sizeof jobs[0], n);
+  int err = 0;
+  for (size_t i = 0; i < n && err == 0; i++) err = jobs[i].err;
+  return err;
+}
+
 static napi_value js_pread_into(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
@@ -335,17 +362,7 @@ static napi_value js_pread_into(napi_env env, napi_callback_info info) {
   if (threads == 0) threads = 1;
   if (length == 0) return undefined_value(env);
 
-  /* Pieces of whole 2 MiB (huge) pages, so that no page is faulted by two threads. */
-  size_t piece = (length + threads - 1) / threads;
-  piece = (piece + HUGE_PAGE_SIZE - 1) / HUGE_PAGE_SIZE * HUGE_PAGE_SIZE;
-  pread_job jobs[MAX_PREAD_THREADS];
-  size_t n = 0;
-  for (size_t at = 0; at < length && n < MAX_PREAD_THREADS; at += piece, n++) {
-    jobs[n] = (pread_job){fd, (uint8_t *)data + at, length - at < piece ? length - at : piece, position + at, 0};
-  }
-  run_jobs(pread_job_run, jobs, sizeof jobs[0], n);
-  int err = 0;
-  for (size_t i = 0; i < n && err == 0; i++) err = jobs[i].err;
+  int err = st_pread_parallel(fd, data, length, position, (size_t)threads);
   if (err != 0) {
     throw_errno(env, err, "pread");
     return NULL;
@@ -851,6 +868,61 @@ static void huge_finalize(napi_env env, void *data, void *hint) {
   atomic_fetch_sub(&g_huge_structs, 1);
 }
 
+/* Maps `length` bytes (rounded up to whole 2 MiB pages, `*map_length`) of zeroed anonymous memory whose start is
+ * 2 MiB aligned (THP needs aligned ranges), advised MADV_HUGEPAGE when `huge`. NULL (errno set) on failure. */
+void *st_huge_map(size_t length, size_t *map_length, int huge) {
+  size_t rounded = (length + HUGE_PAGE_SIZE - 1) & ~(HUGE_PAGE_SIZE - 1);
+  /* Over-allocate by one huge page, then trim. */
+  size_t reserve = rounded + HUGE_PAGE_SIZE;
+  uint8_t *raw = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(HUGE_PAGE_SIZE - 1);
+  size_t head = aligned - (uintptr_t)raw;
+  size_t tail = reserve - head - rounded;
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap((uint8_t *)aligned + rounded, tail);
+#ifdef MADV_HUGEPAGE
+  /* Best effort: with THP disabled this fails and the memory is simply made of small pages. */
+  if (huge) (void)madvise((void *)aligned, rounded, MADV_HUGEPAGE);
+#else
+  (void)huge;
+#endif
+  *map_length = rounded;
+  return (void *)aligned;
+}
+
+/* The ArrayBuffer over the first `length` bytes of `addr` (mapped by st_huge_map, `map_length` bytes), owning it:
+ * unmapped by the buffer's finalizer or by freeHuge(). On failure the memory is unmapped, an error is thrown and
+ * NULL is returned. */
+napi_value st_huge_buffer(napi_env env, void *addr, size_t map_length, size_t length) {
+  st_huge *h = calloc(1, sizeof *h);
+  if (h == NULL) {
+    munmap(addr, map_length);
+    throw_errno(env, ENOMEM, "allocHuge");
+    return NULL;
+  }
+  h->addr = addr;
+  h->map_length = map_length;
+  h->env = env;
+  atomic_fetch_add(&g_huge, 1);
+  atomic_fetch_add(&g_huge_structs, 1);
+  atomic_fetch_add(&g_huge_bytes, (long long)map_length);
+  huge_link(h);
+
+  napi_value result;
+  if (napi_create_external_arraybuffer(env, addr, length, huge_finalize, h, &result) != napi_ok) {
+    /* As in window(): the finalizer may still run, so unmap now (idempotent) but leave h to it. */
+    huge_unmap(h);
+    throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for allocHuge");
+    return NULL;
+  }
+  if (napi_create_reference(env, result, 0, &h->ref) != napi_ok) {
+    /* The finalizer still runs and unmaps; freeHuge just will not recognise this buffer. */
+    h->ref = NULL;
+  }
+  return result;
+}
+
 /* allocHuge(length): zeroed, writable, 2 MiB aligned, MADV_HUGEPAGE; length rounded up to 2 MiB internally. */
 static napi_value js_alloc_huge(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -867,50 +939,13 @@ static napi_value js_alloc_huge(napi_env env, napi_callback_info info) {
     NAPI_CALL(env, napi_create_arraybuffer(env, 0, NULL, &result));
     return result;
   }
-  size_t map_length = ((size_t)length + HUGE_PAGE_SIZE - 1) & ~(HUGE_PAGE_SIZE - 1);
-  /* Over-allocate by one huge page, then trim, so the start is 2 MiB aligned (THP needs aligned ranges). */
-  size_t reserve = map_length + HUGE_PAGE_SIZE;
-  uint8_t *raw = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) {
+  size_t map_length = 0;
+  void *addr = st_huge_map((size_t)length, &map_length, 1);
+  if (addr == NULL) {
     throw_errno(env, errno, "mmap (allocHuge)");
     return NULL;
   }
-  uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(HUGE_PAGE_SIZE - 1);
-  size_t head = aligned - (uintptr_t)raw;
-  size_t tail = reserve - head - map_length;
-  if (head > 0) munmap(raw, head);
-  if (tail > 0) munmap((uint8_t *)aligned + map_length, tail);
-  void *addr = (void *)aligned;
-#ifdef MADV_HUGEPAGE
-  /* Best effort: with THP disabled this fails and the memory is simply made of small pages. */
-  (void)madvise(addr, map_length, MADV_HUGEPAGE);
-#endif
-
-  st_huge *h = calloc(1, sizeof *h);
-  if (h == NULL) {
-    munmap(addr, map_length);
-    throw_errno(env, ENOMEM, "allocHuge");
-    return NULL;
-  }
-  h->addr = addr;
-  h->map_length = map_length;
-  h->env = env;
-  atomic_fetch_add(&g_huge, 1);
-  atomic_fetch_add(&g_huge_structs, 1);
-  atomic_fetch_add(&g_huge_bytes, (long long)map_length);
-  huge_link(h);
-
-  if (napi_create_external_arraybuffer(env, addr, (size_t)length, huge_finalize, h, &result) != napi_ok) {
-    /* As in window(): the finalizer may still run, so unmap now (idempotent) but leave h to it. */
-    huge_unmap(h);
-    throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for allocHuge");
-    return NULL;
-  }
-  if (napi_create_reference(env, result, 0, &h->ref) != napi_ok) {
-    /* The finalizer still runs and unmaps; freeHuge just will not recognise this buffer. */
-    h->ref = NULL;
-  }
-  return result;
+  return st_huge_buffer(env, addr, map_length, (size_t)length);
 }
 
 /* freeHuge(buffer): munmap now and detach. A detached or empty buffer is a no-op. */
@@ -1002,6 +1037,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"isClosed", NULL, js_is_closed, NULL, NULL, NULL, napi_enumerable, NULL},
       {"allocHuge", NULL, js_alloc_huge, NULL, NULL, NULL, napi_enumerable, NULL},
       {"freeHuge", NULL, js_free_huge, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"readOwned", NULL, st_js_read_owned, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"ownedPages", NULL, st_js_owned_pages, NULL, NULL, NULL, napi_enumerable, NULL},
       {"stats", NULL, js_stats, NULL, NULL, NULL, napi_enumerable, NULL},
       {"pageSize", NULL, NULL, NULL, NULL, make_number(env, (double)page_size()), napi_enumerable, NULL},
       {"hugePageSize", NULL, NULL, NULL, NULL, make_number(env, (double)HUGE_PAGE_SIZE), napi_enumerable, NULL},

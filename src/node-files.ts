@@ -20,7 +20,8 @@ import {
 } from "./format/serialize.js";
 import { loadNative, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
-import { MmapSource, ownedAllocator } from "./io/node-mmap.js";
+import { MmapSource } from "./io/node-mmap.js";
+import { readOwnedFrom } from "./io/node-owned.js";
 import { writeViewsAt } from "./io/node-save.js";
 import { type AtomicWriteOptions, writeFileAtomic } from "./io/node-write.js";
 import { MemorySource, type SyncByteSource } from "./io/source.js";
@@ -85,7 +86,7 @@ function openSource(path: string, backend: Backend, populate = false): SyncByteS
     }
     return MmapSource.open(path, { populate });
   }
-  if (resolved === "pread") return PreadSource.open(path, ownedAllocator);
+  if (resolved === "pread") return PreadSource.open(path, readOwnedFrom);
   throw new SafetensorError("BackendUnavailable", `unknown backend ${JSON.stringify(backend)}`);
 }
 

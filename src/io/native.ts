@@ -69,6 +69,14 @@ export interface NativeAddon {
   isClosed(handle: NativeHandle): boolean;
   allocHuge(length: number): ArrayBuffer;
   freeHuge(buffer: ArrayBuffer): void;
+  /**
+   * `length` bytes of the file from `position` in fresh anonymous memory the caller owns (freed like allocHuge's:
+   * by GC or freeHuge), read by up to `threads` threads; `pages`: 0 = the process's choice (decided by the first
+   * call of at least 4 MiB), 1 = huge, 2 = small. native/owned.c; optional (an older build lacks it).
+   */
+  readOwned?(fd: number, position: number, length: number, threads: number, pages: number): ArrayBuffer;
+  /** The page size readOwned's process-wide choice settled on. Optional, as readOwned. */
+  ownedPages?(): "huge" | "small" | "undecided";
   stats(): NativeStats;
   /** See native/header_scan.c: numbers written to `out`, -1 (not the simple form), -2 (`out` too small). */
   scanHeader(bytes: Uint8Array, out: Float64Array): number;

@@ -61,7 +61,7 @@ export function ioError(error: unknown, what: string): SafetensorError {
 
 /** Reads at least this large are split across threads by the native addon (when it is there). */
 const PARALLEL_READ_BYTES = 64 << 20;
-const READ_THREADS = 4;
+export const READ_THREADS = 4;
 
 /** Fill `target` with the file's bytes starting at `position`; short reads are retried, EOF is an error. */
 export function preadInto(fd: number, target: Uint8Array, position: number): void {
@@ -82,9 +82,15 @@ export function preadInto(fd: number, target: Uint8Array, position: number): voi
 /** Node 20's largest Uint8Array. */
 export const MAX_BUFFER_BYTES = 2 ** 32;
 
-export type Allocator = (length: number) => Uint8Array;
+/** Reads `length` bytes of `fd` from `position` into fresh memory the caller owns. */
+export type OwnedReader = (fd: number, position: number, length: number) => Uint8Array;
 
-export const defaultAllocator: Allocator = (length) => new Uint8Array(length);
+/** Zeroed memory filled by {@link preadInto}. */
+export const plainOwnedReader: OwnedReader = (fd, position, length) => {
+  const target = new Uint8Array(length);
+  preadInto(fd, target, position);
+  return target;
+};
 
 /** Positional reads into fresh memory; every read is owned by the caller. */
 export class PreadSource implements SyncByteSource {
@@ -98,16 +104,16 @@ export class PreadSource implements SyncByteSource {
   constructor(
     fd: number,
     byteLength: number,
-    private readonly allocate: Allocator = defaultAllocator,
+    private readonly readFresh: OwnedReader = plainOwnedReader,
     private readonly head: Uint8Array = new Uint8Array(0),
   ) {
     this.fd = fd;
     this.byteLength = byteLength;
   }
 
-  static open(path: string, allocate?: Allocator): PreadSource {
+  static open(path: string, readFresh?: OwnedReader): PreadSource {
     const { fd, size, head } = openWithHead(path);
-    return new PreadSource(fd, size, allocate, head);
+    return new PreadSource(fd, size, readFresh, head);
   }
 
   get descriptor(): number {
@@ -124,13 +130,12 @@ export class PreadSource implements SyncByteSource {
       );
     }
     if (offset + length <= this.head.length) return this.head.slice(offset, offset + length);
-    const target = length < 64 * 1024 ? new Uint8Array(length) : this.allocate(length);
+    const fd = this.descriptor;
     try {
-      preadInto(this.descriptor, target, offset);
+      return length < 64 * 1024 ? plainOwnedReader(fd, offset, length) : this.readFresh(fd, offset, length);
     } catch (error) {
       throw ioError(error, "read failed");
     }
-    return target;
   }
 
   readOwned(offset: number, length: number): Uint8Array {

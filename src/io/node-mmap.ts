@@ -12,23 +12,10 @@
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { type MappedFile, mappedFile, registerWindow } from "./file-views.js";
-import { allocHuge, loadNative, MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
-import { type Allocator, defaultAllocator, ioError, MAX_BUFFER_BYTES, openWithHead, preadInto } from "./node-file.js";
+import { MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
+import { ioError, openWithHead } from "./node-file.js";
+import { readOwnedFrom } from "./node-owned.js";
 import { checkRange, type SyncByteSource } from "./source.js";
-
-/** Owned buffers at least this large come from hugepage-backed memory when the addon is there. */
-export const HUGE_ALLOCATION_THRESHOLD = 2 << 20;
-
-/**
- * Memory for owned copies: hugepage-backed for large buffers when the addon is loaded (first touch of fresh 4 KiB
- * pages is what makes large copies slow), plain zeroed memory otherwise.
- */
-export const ownedAllocator: Allocator = (length) => {
-  if (length >= HUGE_ALLOCATION_THRESHOLD && length <= MAX_WINDOW_LENGTH && loadNative()) {
-    return new Uint8Array(allocHuge(length));
-  }
-  return defaultAllocator(length);
-};
 
 export interface MmapOptions {
   /** Make every page resident at open: every page of the mapping is touched by several threads. */
@@ -149,20 +136,11 @@ export class MmapSource implements SyncByteSource {
     return view;
   }
 
-  /** Owned copies come from pread into fresh (hugepage-backed) memory: the kernel copies from the page cache. */
+  /** Owned copies are read with pread into fresh memory (node-owned.ts), never served from the mapping. */
   readOwned(offset: number, length: number): Uint8Array {
     checkRange(this, offset, length);
-    if (length > MAX_BUFFER_BYTES) {
-      throw new SafetensorError("TooLarge", `a read of ${length} bytes exceeds this runtime's largest buffer`);
-    }
     if (this.fd === null) throw new SafetensorError("Closed", "file is closed");
-    const owned = length <= SMALL_READ ? new Uint8Array(length) : ownedAllocator(length);
-    try {
-      preadInto(this.fd, owned, offset);
-    } catch (error) {
-      throw ioError(error, "read failed");
-    }
-    return owned;
+    return readOwnedFrom(this.fd, offset, length);
   }
 
   /** madvise over the whole file or a range: "willneed", "sequential", "random", "hugepage", … */
