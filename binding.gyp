@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "safetensors_native",
-      "sources": ["native/safetensors_native.c", "native/unaccounted.cc", "native/header_scan.c", "native/owned.c"],
+      "sources": ["native/safetensors_native.c", "native/unaccounted.cc", "native/header_scan.c", "native/owned.c", "native/journal.c"],
       "defines": ["NAPI_VERSION=8"],
       "conditions": [
         [

@@ -52,6 +52,10 @@ napi_value st_js_find_syntax_error(napi_env env, napi_callback_info info);
 /* owned.c */
 napi_value st_js_read_owned(napi_env env, napi_callback_info info);
 napi_value st_js_owned_pages(napi_env env, napi_callback_info info);
+/* journal.c */
+void st_journal_init(void);
+napi_value st_js_crc32c(napi_env env, napi_callback_info info);
+napi_value st_js_journal_ranges(napi_env env, napi_callback_info info);
 
 #define HUGE_PAGE_SIZE ((size_t)2 << 20)
 /* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
@@ -183,7 +187,7 @@ static int get_index(napi_env env, napi_value value, const char *name, double ma
   return 0;
 }
 
-/* The same helpers for the addon's other source files (owned.c). */
+/* The same helpers for the addon's other source files (owned.c, journal.c). */
 void st_throw_errno(napi_env env, int err, const char *what) { throw_errno(env, err, what); }
 void st_throw_code(napi_env env, int err, const char *message) { throw_code(env, err, message); }
 int st_get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out) {
@@ -1028,6 +1032,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"scanHeader", NULL, st_js_scan_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scanRun", NULL, st_js_scan_run, NULL, NULL, NULL, napi_enumerable, NULL},
       {"findSyntaxError", NULL, st_js_find_syntax_error, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"crc32c", NULL, st_js_crc32c, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"journalRanges", NULL, st_js_journal_ranges, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},
       {"preadInto", NULL, js_pread_into, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -1049,6 +1055,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"uncountedWindows", NULL, NULL, NULL, NULL, make_boolean(env, st_unaccounted_supported() != 0), napi_enumerable,
        NULL},
   };
+  st_journal_init();
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
   return exports;
 }

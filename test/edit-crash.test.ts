@@ -1,6 +1,7 @@
 /**
  * Crash safety of in-place edits: a child process runs a deterministic sequence of edits (each two writes + commit),
- * printing one byte before every positional write it makes (journal or data; each edit writes its slice as dozens of
+ * printing one byte before every positional write it makes from JavaScript (data, and the journal's when the addon
+ * is off, as in every other child; with it the journal is one native call; each edit writes its slice as dozens of
  * separate ranges). Told a seeded random write number, it stops before that write and the parent, having seen that
  * many bytes, SIGKILLs it — so the kill lands at an exact, reproducible point: before the journal, inside it, or
  * between two data writes. The parent then recovers and requires the file to equal, byte for byte (SHA-256), the
@@ -122,7 +123,14 @@ if (process.env.ST_EDIT_CRASH_CHILD !== undefined) {
         const file = path.join(dir, `t${trial}.safetensors`);
         makeFile(file);
         const killAt = 1 + Math.floor(next() * totalWrites);
-        const signal = await killAtWrite(self, { ST_EDIT_CRASH_CHILD: file, ST_EDIT_CRASH_AT: String(killAt) }, killAt);
+        // Every other child without the addon: its journal is then written from JavaScript, and the kill can also
+        // land between the journal's own writes (with the addon the journal is one native call).
+        const env = {
+          ST_EDIT_CRASH_CHILD: file,
+          ST_EDIT_CRASH_AT: String(killAt),
+          SAFETENSORS_NO_NATIVE: trial % 2 ? "1" : "",
+        };
+        const signal = await killAtWrite(self, env, killAt);
         if (fs.existsSync(journalPathFor(file))) killedMidEdit++;
         recoverFile(file);
         const state = states.indexOf(sha(file));

@@ -19,14 +19,7 @@ import { isShardedTarget } from "../shards/node.js";
 import { type ByteRange, fetchRanges, parseSliceSpec, planSlice, type SliceIndex } from "../slice/index.js";
 import { checkSliceBounds } from "./bounds.js";
 import { fillBlock, filledBytes } from "./fill.js";
-import {
-  type JournalRecord,
-  JournalWriter,
-  readRegion,
-  recoverFile,
-  removeJournal,
-  rollbackFromJournal,
-} from "./journal.js";
+import { JournalWriter, readRegion, recoverFile, removeJournal, rollbackFromJournal } from "./journal.js";
 import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } from "./proof.js";
 import { recoverCheckpoint, ShardedEditHandle } from "./sharded-edit.js";
 
@@ -161,9 +154,9 @@ export class EditHandle implements Editor {
       throw new SafetensorError("InvalidOption", `maxJournalBytes must be ≥ 0, got ${this.#maxJournalBytes}`);
     }
     // The header is validated before anything is opened for writing.
-    // mmap when the addon is there: the old bytes of a write are then read from the page cache through the mapping
-    // (file pages, faulted 16 at a time), not copied into fresh anonymous memory, whose first touch costs
-    // 20–50 µs a page on loaded VMs (1 MiB: 5–13 ms of a ~2 ms edit).
+    // mmap when the addon is there: the old bytes a write needs in memory (ranges that bridge gaps) are then read
+    // from the page cache through the mapping (file pages, faulted 16 at a time), not copied into fresh anonymous
+    // memory, whose first touch costs 20–50 µs a page on loaded VMs. (The journal reads them itself.)
     this.#file = openFile(path, { ...options, backend: "auto", interruptedEdit: "ignore" });
     try {
       this.#fd = fs.openSync(path, "r+");
@@ -254,22 +247,18 @@ export class EditHandle implements Editor {
       ranges: ranges.map((r) => ({ start: base + r.start, end: base + r.end })),
     };
     if (ranges.length === 0) return result;
-    // Old bytes of every range, then the new content of each range.
-    // Old bytes: views of the mapping (read before any byte changes), else positional reads.
-    const mapped =
-      this.#file.backend === "mmap" && tensorRange.length < 2 ** 31 ? this.#file.getTensor(name).data : null;
-    const old = ranges.map((range) =>
-      mapped
-        ? mapped.subarray(range.start, range.end)
-        : readRegion(this.#fd, base + range.start, range.end - range.start),
-    );
     // A fill over exactly the slice's bytes (no gaps) is written from one ≤ 64 KiB block of the pattern, repeated.
     const exact = total === plan.byteLength && plan.strides.every((stride) => stride > 0);
     const fill = (values as { fill: number }).fill;
     const block = isFill && exact && verify === "none" ? fillBlock(info.dtype, fill, total, name) : null;
     const next = block
       ? []
-      : newContent(plan, ranges, old, encoded ?? filledBytes(info.dtype, fill, plan.byteLength, name));
+      : newContent(
+          plan,
+          ranges,
+          () => this.#oldBytes(name, tensorRange.length, base, ranges),
+          encoded ?? filledBytes(info.dtype, fill, plan.byteLength, name),
+        );
     const overlays: Overlay[] = block
       ? []
       : ranges.map((range, i) => ({ offset: base + range.start, bytes: next[i]! }));
@@ -278,11 +267,16 @@ export class EditHandle implements Editor {
     let fileDigests: SpanDigests | undefined;
     if (verify !== "none") tensorDigests = spanDigests(this.#fd, base, end, overlays);
     if (verify === "full") fileDigests = spanDigests(this.#fd, 0, this.#size, overlays);
-    const records: JournalRecord[] = ranges.map((range, i) => ({ offset: base + range.start, bytes: old[i]! }));
-    // The journal holds the old bytes before the first data byte changes.
-    if (this.#journal === null) {
-      this.#journal = JournalWriter.create(this.path, this.#size, this.#group, records, this.#fsync);
-    } else this.#journal.append(records);
+    // The journal holds the old bytes (read from the file) before the first data byte changes.
+    const offsets = new Float64Array(ranges.length);
+    const lengths = new Float64Array(ranges.length);
+    for (let i = 0; i < ranges.length; i++) {
+      offsets[i] = base + ranges[i]!.start;
+      lengths[i] = ranges[i]!.end - ranges[i]!.start;
+    }
+    const journal = this.#journal ?? JournalWriter.create(this.path, this.#size, this.#group, this.#fsync);
+    journal.appendRanges(this.#fd, offsets, lengths);
+    this.#journal = journal;
     this.#journalBytes += total;
     try {
       if (block)
@@ -308,6 +302,16 @@ export class EditHandle implements Editor {
     return { ...result, proof };
   }
 
+  /** The bytes now in `ranges` of a tensor (views of the mapping, read before any byte changes; else read). */
+  #oldBytes(name: string, tensorLength: number, base: number, ranges: readonly ByteRange[]): Uint8Array[] {
+    const mapped = this.#file.backend === "mmap" && tensorLength < 2 ** 31 ? this.#file.getTensor(name).data : null;
+    return ranges.map((range) =>
+      mapped
+        ? mapped.subarray(range.start, range.end)
+        : readRegion(this.#fd, base + range.start, range.end - range.start),
+    );
+  }
+
   /**
    * @internal Journal `old` (the bytes now at absolute `offset`) and write `next` (same length) there: the raw write
    * of streaming edits (masks), which compute each chunk's new bytes from its old ones.
@@ -324,10 +328,9 @@ export class EditHandle implements Editor {
           `(${this.#maxJournalBytes})`,
       );
     }
-    const records = [{ offset, bytes: old }];
-    if (this.#journal === null) {
-      this.#journal = JournalWriter.create(this.path, this.#size, this.#group, records, this.#fsync);
-    } else this.#journal.append(records);
+    const journal = this.#journal ?? JournalWriter.create(this.path, this.#size, this.#group, this.#fsync);
+    journal.append([{ offset, bytes: old }]);
+    this.#journal = journal;
     this.#journalBytes += old.length;
     try {
       writeAllAt(this.#fd, next, offset);
@@ -418,7 +421,7 @@ function writeRepeated(fd: number, block: Uint8Array, offset: number, length: nu
 function newContent(
   plan: ReturnType<typeof planSlice>,
   ranges: readonly ByteRange[],
-  old: readonly Uint8Array[],
+  oldBytes: () => readonly Uint8Array[],
   encoded: Uint8Array,
 ): Uint8Array[] {
   let total = 0;
@@ -431,7 +434,7 @@ function newContent(
       return view;
     });
   }
-  const next = old.map((bytes) => bytes.slice());
+  const next = oldBytes().map((bytes) => bytes.slice());
   const length = plan.chunkLength;
   let k = 0;
   let hint = 0;
