@@ -197,16 +197,50 @@ int st_get_index(napi_env env, napi_value value, const char *name, double max, u
 /* ------------------------------------------------------------------------------------------------------ */
 /* Opening a file and reading its first bytes in one call */
 
-/* openHead(path, head: Uint8Array, info: Float64Array) -> bytes read into `head`; info[0] = fd, info[1] = size.
- * One call instead of open + fstat + pread through node:fs, writing into buffers the caller reuses: opening a file
- * is most of what reading a safetensors header costs, so this is what makes an open fast. The fd is the caller's to
- * close. Reads min(head.length, size) bytes. */
+/* Whether an edit journal exists for the file at `path` (native twin of journalPathFor + hasJournal in
+ * src/edit/journal.ts: `<dir>/.<name>-journal`): 1 yes, 0 no, -1 undecided (the JavaScript check decides). Node's
+ * path.join normalizes the directory lexically, which the kernel's lookup matches except across a ".." after a
+ * symbolic link: a directory with a ".." segment after a name is left undecided, and so is every stat error but
+ * "no such file" (the JavaScript check then reports it as before). */
+static double journal_state(const char *path, size_t length) {
+  if (length == 0 || path[length - 1] == '/') return -1;
+  const char *slash = strrchr(path, '/');
+  size_t dir_length = slash == NULL ? 0 : (size_t)(slash - path) + 1; /* with its slash */
+  /* Segments of the directory: a ".." after a name is where the lexical and the kernel's lookups can part. */
+  bool named = false;
+  for (size_t begin = 0, end; begin < dir_length; begin = end + 1) {
+    end = begin;
+    while (path[end] != '/') end++;
+    size_t n = end - begin;
+    bool dots = (n == 1 && path[begin] == '.') || (n == 2 && path[begin] == '.' && path[begin + 1] == '.');
+    if (n == 2 && dots && named) return -1;
+    if (n > 0 && !dots) named = true;
+  }
+  char journal[4096 + 16];
+  const char *name = path + dir_length;
+  size_t name_length = length - dir_length;
+  if (dir_length + 1 + name_length + 8 + 1 > sizeof journal) return -1;
+  memcpy(journal, path, dir_length);
+  journal[dir_length] = '.';
+  memcpy(journal + dir_length + 1, name, name_length);
+  memcpy(journal + dir_length + 1 + name_length, "-journal", 9);
+  struct stat st;
+  if (stat(journal, &st) == 0) return 1;
+  /* ENAMETOOLONG: the file's name is too long to take the journal's affixes, so no journal can exist. */
+  return errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG ? 0 : -1;
+}
+
+/* openHead(path, head: Uint8Array, info: Float64Array, journal: boolean) -> bytes read into `head`; `info` (at least
+ * 5 numbers) gets fd, size, st_dev, st_ino, and the journal state (journal_state, or -1 when `journal` is false).
+ * One call instead of open + fstat + pread through node:fs (and the journal stat every reader makes), writing into
+ * buffers the caller reuses: opening a file is most of what reading a safetensors header costs, so this is what
+ * makes an open fast. The fd is the caller's to close. Reads min(head.length, size) bytes. */
 static napi_value js_open_head(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 4;
+  napi_value argv[4];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 3) {
-    throw_code(env, EINVAL, "openHead(path, head, info) needs 3 arguments");
+  if (argc < 4) {
+    throw_code(env, EINVAL, "openHead(path, head, info, journal) needs 4 arguments");
     return NULL;
   }
   char path[4096];
@@ -227,8 +261,13 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
       napi_get_typedarray_info(env, argv[1], &head_type, &head_length, &head, NULL, NULL) != napi_ok ||
       head_type != napi_uint8_array || napi_is_typedarray(env, argv[2], &is_typedarray) != napi_ok ||
       !is_typedarray || napi_get_typedarray_info(env, argv[2], &info_type, &info_length, &out, NULL, NULL) != napi_ok ||
-      info_type != napi_float64_array || info_length < 2) {
-    throw_code(env, EINVAL, "openHead(path, head, info) needs a Uint8Array and a Float64Array of 2");
+      info_type != napi_float64_array || info_length < 5) {
+    throw_code(env, EINVAL, "openHead(path, head, info, journal) needs a Uint8Array and a Float64Array of 5");
+    return NULL;
+  }
+  bool check_journal = false;
+  if (napi_get_value_bool(env, argv[3], &check_journal) != napi_ok) {
+    throw_code(env, EINVAL, "openHead: journal must be a boolean");
     return NULL;
   }
 
@@ -264,6 +303,10 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
   }
   ((double *)out)[0] = (double)fd;
   ((double *)out)[1] = (double)st.st_size;
+  /* As Node's fstat reports them (doubles), so that the two compare equal (src/io/node-save.ts). */
+  ((double *)out)[2] = (double)st.st_dev;
+  ((double *)out)[3] = (double)st.st_ino;
+  ((double *)out)[4] = check_journal ? journal_state(path, path_length) : -1;
   napi_value result;
   if (napi_create_double(env, (double)done, &result) != napi_ok) {
     close(fd);
@@ -1050,8 +1093,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"hugePageSize", NULL, NULL, NULL, NULL, make_number(env, (double)HUGE_PAGE_SIZE), napi_enumerable, NULL},
       {"maxWindowLength", NULL, NULL, NULL, NULL, make_number(env, MAX_WINDOW_LENGTH), napi_enumerable, NULL},
       /* Bumped with every change of a function's arguments or results (src/io/native.ts checks it): 2 = openHead
-       * into caller buffers, scanHeader; 3 = scanHeader refuses (-1) a header that repeats a tensor name. */
-      {"interfaceVersion", NULL, NULL, NULL, NULL, make_number(env, 3), napi_enumerable, NULL},
+       * into caller buffers, scanHeader; 3 = scanHeader refuses (-1) a header that repeats a tensor name; 4 = openHead
+       * takes `journal` and reports st_dev, st_ino and the journal state. */
+      {"interfaceVersion", NULL, NULL, NULL, NULL, make_number(env, 4), napi_enumerable, NULL},
       {"uncountedWindows", NULL, NULL, NULL, NULL, make_boolean(env, st_unaccounted_supported() != 0), napi_enumerable,
        NULL},
   };

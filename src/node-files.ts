@@ -4,6 +4,7 @@
  * opens one file per process, where that warm-up would only cost).
  */
 import { isUtf8 } from "node:buffer";
+import { closeSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import { hasJournal, journalPathFor } from "./edit/journal.js";
 import { SafetensorsFile } from "./file.js";
@@ -19,7 +20,7 @@ import {
   serialize,
 } from "./format/serialize.js";
 import { loadNative, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
-import { HEAD_BYTES, MAX_BUFFER_BYTES, PreadSource } from "./io/node-file.js";
+import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "./io/node-file.js";
 import { MmapSource } from "./io/node-mmap.js";
 import { readOwnedFrom } from "./io/node-owned.js";
 import { writeViewsAt } from "./io/node-save.js";
@@ -53,9 +54,14 @@ export interface OpenFileOptions extends HeaderOptions {
 
 const warnedJournals = new Set<string>();
 
-/** The `interruptedEdit` policy for `path` (one stat of the journal's path). */
-function checkInterruptedEdit(path: string, policy: OpenFileOptions["interruptedEdit"] = "warn"): void {
-  if (policy === "ignore" || !hasJournal(path)) return;
+type EditPolicy = OpenFileOptions["interruptedEdit"];
+
+/**
+ * The `interruptedEdit` policy for `path`. `known`: whether the journal exists, when the open already found out (the
+ * addon stats the journal's path in the call that opens the file); else one stat here.
+ */
+function checkInterruptedEdit(path: string, policy: EditPolicy = "warn", known?: boolean): void {
+  if (policy === "ignore" || !(known ?? hasJournal(path))) return;
   const journal = journalPathFor(path);
   const message =
     `${path} has an undo journal (${journal}): an in-place edit is in progress or was interrupted, so the file ` +
@@ -75,25 +81,33 @@ export function defaultBackend(): "mmap" | "pread" {
   return loadNative() ? "mmap" : "pread";
 }
 
-function openSource(path: string, backend: Backend, populate = false): SyncByteSource {
+/** Open `path` with `backend` and apply the interrupted-edit `policy` (the journal is looked for by the open). */
+function openSource(path: string, backend: Backend, policy: EditPolicy, populate = false): SyncByteSource {
   const resolved = backend === "auto" ? defaultBackend() : backend;
-  if (resolved === "mmap") {
-    if (!loadNative()) {
-      throw new SafetensorError(
-        "BackendUnavailable",
-        `the mmap backend needs the native addon, which is not available (${nativeStatus().reason}); use backend "pread"`,
-      );
-    }
-    return MmapSource.open(path, { populate });
+  if (resolved === "mmap" && !loadNative()) {
+    throw new SafetensorError(
+      "BackendUnavailable",
+      `the mmap backend needs the native addon, which is not available (${nativeStatus().reason}); use backend "pread"`,
+    );
   }
-  if (resolved === "pread") return PreadSource.open(path, readOwnedFrom);
-  throw new SafetensorError("BackendUnavailable", `unknown backend ${JSON.stringify(backend)}`);
+  if (resolved !== "mmap" && resolved !== "pread") {
+    throw new SafetensorError("BackendUnavailable", `unknown backend ${JSON.stringify(backend)}`);
+  }
+  const opened = openWithHead(path, policy !== "ignore");
+  try {
+    checkInterruptedEdit(path, policy, opened.journal);
+  } catch (error) {
+    closeSync(opened.fd);
+    throw error;
+  }
+  // The sources own the descriptor from here on (and close it if they fail).
+  if (resolved === "mmap") return MmapSource.opened(path, opened, { populate });
+  return PreadSource.opened(opened, readOwnedFrom);
 }
 
 /** Open a file lazily: validates the header, reads tensors on demand. Close it (or use `using`) when done. */
 export function openFile(path: string, options: OpenFileOptions = {}): SafetensorsFile {
-  checkInterruptedEdit(path, options.interruptedEdit);
-  return SafetensorsFile.open(openSource(path, options.backend ?? "auto"), options);
+  return SafetensorsFile.open(openSource(path, options.backend ?? "auto", options.interruptedEdit), options);
 }
 
 export interface LoadFileOptions extends OpenFileOptions {
@@ -114,8 +128,7 @@ export interface LoadFileOptions extends OpenFileOptions {
  * is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory the tensors own.
  */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
-  checkInterruptedEdit(path, options.interruptedEdit);
-  const source = openSource(path, options.backend ?? "auto", options.populate === true);
+  const source = openSource(path, options.backend ?? "auto", options.interruptedEdit, options.populate === true);
   const file = SafetensorsFile.open(source, options);
   const tensors = new Map<string, Tensor>();
   if (source instanceof MmapSource) {
@@ -214,10 +227,8 @@ export function primeOpenPath(): void {
     // The addon's own file (tens of KiB: past the bytes read at open) stands in for a checkpoint: open it both ways,
     // read from the head, through the mapping and by pread, and close.
     try {
-      // The journal check every open makes (path helpers and a stat: ~0.1 ms of a cold open when first run there).
-      checkInterruptedEdit(addonPath, "warn");
       for (const backend of ["mmap", "pread"] as const) {
-        const source = openSource(addonPath, backend);
+        const source = openSource(addonPath, backend, "warn");
         try {
           source.read(0, 8);
           const info = { dtype: "U8", shape: Object.freeze([64]) } as const;

@@ -82,9 +82,17 @@ export function journalPathFor(file: string): string {
   return path.join(path.dirname(file), `.${path.basename(file)}-journal`);
 }
 
-/** Whether `file` has an undo journal next to it (an edit in progress, or one interrupted by a crash). */
+/**
+ * Whether `file` has an undo journal next to it (an edit in progress, or one interrupted by a crash). A file whose
+ * name is too long to take the journal's prefix and suffix (a name of 247+ bytes) can have none.
+ */
 export function hasJournal(file: string): boolean {
-  return fs.statSync(journalPathFor(file), { throwIfNoEntry: false }) !== undefined;
+  try {
+    return fs.statSync(journalPathFor(file), { throwIfNoEntry: false }) !== undefined;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENAMETOOLONG") return false;
+    throw error;
+  }
 }
 
 function corrupt(journalPath: string, why: string): never {

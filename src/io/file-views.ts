@@ -2,9 +2,11 @@
  * Which views are windows onto a file: memory maps register each window here, so that a save of tensors that are
  * views of a file can copy the bytes file to file (`copy_file_range`, as `cp` does) instead of from memory. Node-only.
  */
-import * as fs from "node:fs";
 
-/** A mapped file: its path when it was opened and its identity, to tell a file later replaced at that path. */
+/**
+ * A mapped file: its path when it was opened and its identity (`fs.fstatSync`'s dev and ino of the descriptor that
+ * was mapped, taken at open: node-file.ts `openWithHead`), to tell a file later replaced at that path.
+ */
 export interface MappedFile {
   readonly path: string;
   readonly dev: number;
@@ -12,12 +14,6 @@ export interface MappedFile {
 }
 
 const windows = new WeakMap<ArrayBufferLike, { file: MappedFile; start: number }>();
-
-/** The file `fd` (open at `path`) as windows of it name it. */
-export function mappedFile(path: string, fd: number): MappedFile {
-  const stat = fs.fstatSync(fd);
-  return { path, dev: stat.dev, ino: stat.ino };
-}
 
 /** `view` is a window of `file` whose byte 0 is byte `start` of the file. */
 export function registerWindow(view: ArrayBufferView, file: MappedFile, start: number): void {

@@ -56,8 +56,12 @@ export interface NativeStats {
 
 /** The raw addon. Its functions throw plain Errors whose `code` is an errno name; prefer the wrappers below. */
 export interface NativeAddon {
-  /** Open read-only, fstat, read the first min(head.length, size) bytes into `head`; `info` gets [fd, size]. */
-  openHead(path: string, head: Uint8Array, info: Float64Array): number;
+  /**
+   * Open read-only, fstat, read the first min(head.length, size) bytes into `head`; `info` gets [fd, size, st_dev,
+   * st_ino, journal state]: 1 or 0 when `journal` and the addon could tell whether the file's edit journal exists,
+   * else -1.
+   */
+  openHead(path: string, head: Uint8Array, info: Float64Array, journal: boolean): number;
   /** Fill `array` from the file at `position`, split across up to `threads` threads; blocks until done. */
   preadInto(fd: number, array: Uint8Array, position: number, threads: number): void;
   open(fd: number, length: number, populate: boolean): NativeHandle;
@@ -134,7 +138,7 @@ export const ADDON_SHAPE: {
  * The addon interface this code calls (`interfaceVersion` in native/safetensors_native.c). A binary with the same
  * function names but older arguments (a stale build left in build/) would fail every open; it is passed over instead.
  */
-export const NATIVE_INTERFACE_VERSION = 3;
+export const NATIVE_INTERFACE_VERSION = 4;
 
 export interface NativeStatus {
   available: boolean;
@@ -338,36 +342,57 @@ export class Mapping {
   }
 }
 
-/**
- * `length` bytes of zeroed, writable, 2 MiB aligned anonymous memory advised `MADV_HUGEPAGE` (first touch is
- * ~50x cheaper than 4 KiB pages). Freed by garbage collection, or now by {@link freeHuge}. At most 2^32 bytes.
- */
-/** Reused by every open: the native call writes the head and [fd, size] here and allocates nothing. */
+/** Reused by every open: the native call writes the head and [fd, size, dev, ino, journal] here, allocating nothing. */
 let headScratch = new Uint8Array(0);
-const headInfo = new Float64Array(2);
+const headInfo = new Float64Array(5);
+
+/** An open regular file, its first bytes and what the open learnt about it. */
+export interface OpenedFile {
+  fd: number;
+  size: number;
+  /** The file's first bytes: at least its header when that fits in the bytes read at open. */
+  head: Uint8Array;
+  /** The file's identity (`fs.fstatSync`'s dev and ino), taken on the open descriptor. */
+  dev: number;
+  ino: number;
+  /**
+   * Whether the file's edit journal exists, when the open could tell at no extra cost (the addon stats its path in
+   * the same call); undefined otherwise (ask `hasJournal`).
+   */
+  journal: boolean | undefined;
+}
 
 /**
- * Open a regular file read-only and read its first `headLength` bytes (fewer for a shorter file) in one native call;
- * null without the addon. `keep(head, size)` says how many of the bytes read to keep (a copy is returned). The caller
- * owns (and closes) `fd`.
+ * Open a regular file read-only and read its first `headLength` bytes (fewer for a shorter file) in one native call,
+ * with the stat of its edit journal's path when `journal` (what every reader checks); null without the addon.
+ * `keep(head, size)` says how many of the bytes read to keep (a copy is returned). The caller owns (and closes) `fd`.
  */
 export function openHead(
   path: string,
   headLength: number,
   keep: (head: Uint8Array, size: number) => number,
-): { fd: number; size: number; head: Uint8Array } | null {
+  journal: boolean,
+): OpenedFile | null {
   const addon = loadNative();
   if (!addon) return null;
   if (headScratch.length !== headLength) headScratch = new Uint8Array(headLength);
   let got: number;
   try {
-    got = addon.openHead(path, headScratch, headInfo);
+    got = addon.openHead(path, headScratch, headInfo, journal);
   } catch (error) {
     throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
   }
   const size = headInfo[1]!;
   const read = headScratch.subarray(0, got);
-  return { fd: headInfo[0]!, size, head: read.slice(0, keep(read, size)) };
+  const state = headInfo[4];
+  return {
+    fd: headInfo[0]!,
+    size,
+    head: read.slice(0, keep(read, size)),
+    dev: headInfo[2]!,
+    ino: headInfo[3]!,
+    journal: state === 1 ? true : state === 0 ? false : undefined,
+  };
 }
 
 /**
@@ -385,6 +410,10 @@ export function preadParallel(fd: number, target: Uint8Array, position: number, 
   }
 }
 
+/**
+ * `length` bytes of zeroed, writable, 2 MiB aligned anonymous memory advised `MADV_HUGEPAGE` (first touch is
+ * ~50x cheaper than 4 KiB pages). Freed by garbage collection, or now by {@link freeHuge}. At most 2^32 bytes.
+ */
 export function allocHuge(length: number): ArrayBuffer {
   const addon = requireNative();
   checkLength(length, "allocHuge");

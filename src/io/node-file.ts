@@ -4,18 +4,13 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { nativeHeaderScanner, openHead, preadParallel } from "./native.js";
+import { nativeHeaderScanner, type OpenedFile, openHead, preadParallel } from "./native.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
 /** Bytes read at open, enough for most headers: the header is then parsed without another read. */
 export const HEAD_BYTES = 16 * 1024;
 
-export interface OpenedFile {
-  fd: number;
-  size: number;
-  /** The file's first bytes: at least its header when that fits in HEAD_BYTES. */
-  head: Uint8Array;
-}
+export type { OpenedFile };
 
 /**
  * How much of the first bytes to keep: the length prefix and header when they were read whole (a source serves
@@ -27,9 +22,12 @@ function headToKeep(head: Uint8Array, size: number): number {
   return claimed <= head.length && claimed <= size ? claimed : head.length;
 }
 
-/** Open a regular file read-only and read its first bytes: one native call when the addon is there. */
-export function openWithHead(path: string): OpenedFile {
-  const native = openHead(path, HEAD_BYTES, headToKeep);
+/**
+ * Open a regular file read-only and read its first bytes: one native call when the addon is there, which also looks
+ * for the file's edit journal when `journal` is set.
+ */
+export function openWithHead(path: string, journal = false): OpenedFile {
+  const native = openHead(path, HEAD_BYTES, headToKeep, journal);
   if (native) return native;
   let fd: number;
   try {
@@ -42,7 +40,7 @@ export function openWithHead(path: string): OpenedFile {
     if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
     const head = new Uint8Array(Math.min(HEAD_BYTES, stat.size));
     preadInto(fd, head, 0);
-    return { fd, size: stat.size, head };
+    return { fd, size: stat.size, head, dev: stat.dev, ino: stat.ino, journal: undefined };
   } catch (error) {
     fs.closeSync(fd);
     throw ioError(error, `cannot read ${path}`);
@@ -112,8 +110,12 @@ export class PreadSource implements SyncByteSource {
   }
 
   static open(path: string, readFresh?: OwnedReader): PreadSource {
-    const { fd, size, head } = openWithHead(path);
-    return new PreadSource(fd, size, readFresh, head);
+    return PreadSource.opened(openWithHead(path), readFresh);
+  }
+
+  /** Over a file {@link openWithHead} opened (takes ownership of its descriptor). */
+  static opened(file: OpenedFile, readFresh?: OwnedReader): PreadSource {
+    return new PreadSource(file.fd, file.size, readFresh, file.head);
   }
 
   get descriptor(): number {

@@ -11,9 +11,9 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { type MappedFile, mappedFile, registerWindow } from "./file-views.js";
+import { type MappedFile, registerWindow } from "./file-views.js";
 import { MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
-import { ioError, openWithHead } from "./node-file.js";
+import { ioError, type OpenedFile, openWithHead } from "./node-file.js";
 import { readOwnedFrom } from "./node-owned.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
@@ -41,32 +41,37 @@ export class MmapSource implements SyncByteSource {
   private fd: number | null;
   /** Mapped on first use: opening a file to read its header needs no mapping. */
   private mapped: Mapping | null = null;
-  /** The mapped file's identity, taken with the mapping. */
-  private file: MappedFile | null = null;
+  /**
+   * The file as windows of it name it (file-views.ts: saves of views copy file to file), its identity taken at open
+   * on the descriptor that is mapped.
+   */
+  private readonly file: MappedFile;
   /** Shared windows, one per MAX_WINDOW_LENGTH bytes of the file (uncounted windows only), made on first use. */
   private readonly chunks: ArrayBuffer[] = [];
   private readonly shared = uncountedWindows();
   private closed = false;
 
-  /** Takes ownership of `fd` (kept open for owned copies, which are read with pread rather than page faults). */
+  /** Takes ownership of the descriptor (kept open for owned copies, read with pread rather than page faults). */
   private constructor(
-    fd: number,
-    byteLength: number,
+    opened: OpenedFile,
     private readonly head: Uint8Array,
-    /** The path opened: windows are registered with it (file-views.ts), so saves of views copy file to file. */
-    private readonly path: string,
+    path: string,
   ) {
-    this.byteLength = byteLength;
-    this.fd = fd;
+    this.byteLength = opened.size;
+    this.fd = opened.fd;
+    this.file = { path, dev: opened.dev, ino: opened.ino };
   }
 
   static open(path: string, options: MmapOptions = {}): MmapSource {
-    const { fd, size, head } = openWithHead(path);
-    const source = new MmapSource(fd, size, head, path);
+    return MmapSource.opened(path, openWithHead(path), options);
+  }
+
+  /** Over the file at `path` that {@link openWithHead} opened (takes ownership of its descriptor). */
+  static opened(path: string, opened: OpenedFile, options: MmapOptions = {}): MmapSource {
+    const source = new MmapSource(opened, opened.head, path);
     if (options.populate) {
       try {
-        source.mapped = Mapping.open(fd, size);
-        source.file = mappedFile(path, fd);
+        source.mapped = Mapping.open(opened.fd, opened.size);
         source.mapped.prefault(PREFAULT_THREADS);
       } catch (error) {
         source.close();
@@ -81,7 +86,6 @@ export class MmapSource implements SyncByteSource {
     if (this.mapped === null) {
       if (this.fd === null) throw new SafetensorError("Closed", "file descriptor released");
       this.mapped = Mapping.open(this.fd, this.byteLength);
-      this.file = mappedFile(this.path, this.fd);
     }
     return this.mapped;
   }
@@ -91,7 +95,7 @@ export class MmapSource implements SyncByteSource {
     if (window === undefined || window.byteLength === 0) {
       const start = index * MAX_WINDOW_LENGTH;
       window = this.mapping.window(start, Math.min(MAX_WINDOW_LENGTH, this.byteLength - start));
-      registerWindow(new Uint8Array(window), this.file!, start);
+      registerWindow(new Uint8Array(window), this.file, start);
       this.chunks[index] = window;
     }
     return window;
@@ -132,7 +136,7 @@ export class MmapSource implements SyncByteSource {
   /** A window of its own for one view. */
   #window(offset: number, length: number): Uint8Array {
     const view = this.mapping.bytes(offset, length);
-    registerWindow(view, this.file!, offset);
+    registerWindow(view, this.file, offset);
     return view;
   }
 
