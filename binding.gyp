@@ -21,7 +21,7 @@
     },
     {
       "target_name": "safetensors_copy",
-      "sources": ["native/copy.c"],
+      "sources": ["native/copy.c", "native/direct_write.c"],
       "defines": ["NAPI_VERSION=8"],
       "conditions": [
         [

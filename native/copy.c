@@ -4,6 +4,7 @@
  *
  *   copyRange(fdIn, positionIn, fdOut, positionOut, length) -> bytes copied
  *   privatePages(view)                                      -> whether any page under the view is private
+ *   writeDirect(fd, buffers, position)                      -> bytes written, bypassing the page cache (direct_write.c)
  *
  * It copies with copy_file_range(2), in the kernel: the bytes never enter this process (and file systems that
  * share extents, such as XFS, Btrfs and NFS 4.2, may not copy them at all). Both positions are explicit, so neither
@@ -30,6 +31,8 @@
 #endif
 
 #include <node_api.h>
+
+#include "copy.h"
 
 /* Largest integer a JS number holds exactly. */
 #define MAX_SAFE_INTEGER 9007199254740991.0
@@ -58,7 +61,7 @@ static const char *errno_name(int err) {
   }
 }
 
-static napi_value throw_errno(napi_env env, int err, const char *what) {
+napi_value throw_errno(napi_env env, int err, const char *what) {
   char message[256];
   snprintf(message, sizeof message, "%s: %s", what, strerror(err));
   napi_throw_error(env, errno_name(err), message);
@@ -66,7 +69,7 @@ static napi_value throw_errno(napi_env env, int err, const char *what) {
 }
 
 /* A non-negative integer argument that a JS number holds exactly, or -1 (after throwing). */
-static double integer_arg(napi_env env, napi_value value, const char *name) {
+double integer_arg(napi_env env, napi_value value, const char *name) {
   double number = -1;
   if (napi_get_value_double(env, value, &number) != napi_ok || !(number >= 0) || number > MAX_SAFE_INTEGER ||
       number != (double)(int64_t)number) {
@@ -195,5 +198,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (napi_set_named_property(env, exports, "copyRange", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "privatePages", NAPI_AUTO_LENGTH, private_pages, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "privatePages", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "writeDirect", NAPI_AUTO_LENGTH, direct_write, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "writeDirect", fn) != napi_ok) return NULL;
   return exports;
 }

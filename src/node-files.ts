@@ -22,8 +22,8 @@ import {
 import { loadNative, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "./io/node-file.js";
 import { MmapSource } from "./io/node-mmap.js";
-import { readOwnedFrom } from "./io/node-owned.js";
-import { writeViewsAt } from "./io/node-save.js";
+import { HUGE_ALLOCATION_THRESHOLD, readOwnedFrom } from "./io/node-owned.js";
+import { type SaveOptions, writeViewsAt } from "./io/node-save.js";
 import { type AtomicWriteOptions, writeFileAtomic } from "./io/node-write.js";
 import { MemorySource, type SyncByteSource } from "./io/source.js";
 import { Tensor, tensorOfInfo } from "./tensor.js";
@@ -161,7 +161,7 @@ function readAll(file: SafetensorsFile, maxBufferBytes = MAX_BUFFER_BYTES): Map<
           { tensor: big.name },
         );
       }
-      const bytes = file.readRange(file.header.dataStart + groupStart, groupEnd - groupStart);
+      const bytes = readGroup(file, file.header.dataStart + groupStart, groupEnd - groupStart);
       for (let i = first; i <= last; i++) {
         const info = infos[i]!;
         const begin = info.dataOffsets[0] - groupStart;
@@ -173,6 +173,21 @@ function readAll(file: SafetensorsFile, maxBufferBytes = MAX_BUFFER_BYTES): Map<
   } finally {
     file.close();
   }
+}
+
+/** Offsets within a page: direct I/O (node-save.ts) writes a page of a file from memory with the same alignment. */
+const PAGE_BYTES = 4096;
+
+/**
+ * Owned bytes [offset, offset + length) of the file, at the offset within a 4 KiB page they have in the file: the
+ * read starts at the page boundary before `offset` (up to 4095 bytes of the header come along, unseen) into 2 MiB
+ * aligned memory. A save of the same layout then writes them to the device straight from this memory instead of
+ * through a bounce buffer (saveFile of 2.37 GiB: 1.2-2.4 s bounced, 0.82-1.03 s straight). Costs under 4 KiB a group.
+ */
+function readGroup(file: SafetensorsFile, offset: number, length: number): Uint8Array {
+  const pad = offset % PAGE_BYTES;
+  if (length < HUGE_ALLOCATION_THRESHOLD || length + pad > MAX_BUFFER_BYTES) return file.readRange(offset, length);
+  return file.readRange(offset - pad, length + pad).subarray(pad);
 }
 
 /** Every tensor of `header` as a view from `source`, added to `into` in file order. */
@@ -190,7 +205,7 @@ function viewsOf(header: Header, source: SyncByteSource, into: Map<string, Tenso
   }
 }
 
-export interface SaveFileOptions extends SerializeOptions, AtomicWriteOptions {}
+export interface SaveFileOptions extends SerializeOptions, AtomicWriteOptions, SaveOptions {}
 
 /**
  * Write tensors (and optional string metadata) to `path` atomically: a temporary file in the same directory replaces
@@ -203,9 +218,11 @@ export function saveFile(
   options: SaveFileOptions = {},
 ): void {
   const plan = planSerialization(tensors, metadata, options);
-  // One vectored write per 1024 tensors or 1 GiB: a checkpoint of many small tensors costs a few system calls. Tensors
-  // that are unmodified views of a mapped file are copied file to file instead (node-save.ts).
-  writeFileAtomic(path, (fd) => writeViewsAt(fd, [plan.header, ...plan.tensors.map((t) => t.data)], 0), options);
+  // One vectored write per 1024 tensors or 1 GiB: a checkpoint of many small tensors costs a few system calls; large
+  // ones go to the device directly (O_DIRECT), tensors that are unmodified views of a mapped file are copied file to
+  // file (node-save.ts).
+  const buffers = [plan.header, ...plan.tensors.map((t) => t.data)];
+  writeFileAtomic(path, (fd) => writeViewsAt(fd, buffers, 0, options), options);
 }
 
 /**

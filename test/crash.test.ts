@@ -10,7 +10,8 @@
  * or its old bytes, or the complete new file; and the next write to the same target must leave no temporary file.
  *
  * Faults: a file size limit (RLIMIT_FSIZE via prlimit: EFBIG), a full file system (a small tmpfs, root only) and a
- * read-only directory give `DiskFull` / `NotWritable` and leave the directory as it was.
+ * read-only directory give `DiskFull` / `NotWritable` and leave the directory as it was, also when saveFile writes
+ * with direct I/O.
  */
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -337,7 +338,7 @@ describe("faults", () => {
   test("a file size limit (RLIMIT_FSIZE, EFBIG) is DiskFull and leaves nothing behind", (t) => {
     const prlimit = spawnSync("prlimit", ["--version"]);
     if (prlimit.error) return t.skip("prlimit (util-linux) is not installed");
-    for (const op of ["save", "stream"] as const) {
+    for (const op of ["save", "save-direct", "stream"] as const) {
       const dir = fs.mkdtempSync(path.join(root, `fsize-${op}-`));
       const target = path.join(dir, "model.safetensors");
       fs.writeFileSync(target, "old");
@@ -359,11 +360,13 @@ describe("faults", () => {
       const target = path.join(tmpfs.dir, "model.safetensors");
       fs.writeFileSync(target, "old");
       const plan = planOf("save", 3);
-      assert.equal(
-        codeOf(() => saveFile(target, plan.tensors, plan.metadata)),
-        "DiskFull",
-      );
-      assert.deepEqual(fs.readdirSync(tmpfs.dir), ["model.safetensors"]);
+      for (const directMinBytes of [undefined, 0]) {
+        assert.equal(
+          codeOf(() => saveFile(target, plan.tensors, plan.metadata, { directMinBytes })),
+          "DiskFull",
+        );
+        assert.deepEqual(fs.readdirSync(tmpfs.dir), ["model.safetensors"]);
+      }
       const writer = createWriter(target, plan.tensors, plan.metadata);
       const code = codeOf(() => {
         for (const [name, tensor] of plan.tensors) writer.write(name, tensor.data);

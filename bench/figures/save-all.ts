@@ -77,14 +77,18 @@ def finish(ctx, state, value):
  *
  * The `cp` line is not the same work: coreutils 9.1 on ext4 (no reflink: FICLONE is EOPNOTSUPP) calls
  * copy_file_range with 2 GiB requests, a page-cache-to-page-cache copy in the kernel by a process that holds no copy
- * of the bytes. Measured by hand on this 2-vCPU VM while it was loaded (so system CPU time; 4 interleaved rounds of a C
- * program doing only the write): copy_file_range 0.87-1.33 s, pwrite of 1 GiB pieces from 4 KiB anonymous pages
- * 2.1-3.3 s, from THP-backed pages 4.2-6.0 s; in Node, ours 0.8-4.9 s and the reference 4.3-5.6 s (the harness's last
- * quiet run: ours 6.2 s, the reference 1.4 s, which matches the THP-backed source being the difference). perf
- * (cpu-clock) puts the time in copy_folio_from_iter_atomic, the copy into the destination's page cache; it costs more
- * when the process holds 2.37 GiB of freshly written memory (likely the balloon's free page reporting: memory handed
- * back to the host is faulted in again there); the `cp_holding` line measures that effect on cp. Smaller writes
- * (64 KiB, 256 KiB pieces) did not help. `save_views` is the like-for-like figure: tensors that
+ * of the bytes. What made a write from memory slow on this 2-vCPU VM (C probes, 2.37 GiB from anonymous memory
+ * filled by pread, `sync` before): buffered pwrite into a new file 4.0-7.3 s, all of it in copy_folio_from_iter_atomic;
+ * the same pwrite over the pages of a file already cached 0.36 s; a memcpy into fresh anonymous memory 9.8 s, again
+ * 0.25 s. So the time is the first touch of fresh pages (~16 µs per 4 KiB page then): the VM's balloon reports free
+ * memory to the host (free page reporting, order-9 blocks), and a reported page is faulted in again on the host at
+ * its first touch; which free pages a write gets depends on what the machine holds (the `cp_holding` line: cp while
+ * this process holds as many touched bytes). Smaller writes (4 KiB to 64 MiB pieces) and THP sources did not help.
+ * saveFile therefore writes large runs from memory with O_DIRECT (native/direct_write.c): no page-cache page is
+ * allocated, the bytes go from the tensors to the device (0.82-1.03 s in 3 interleaved runs, cp 0.91-1.04 s; the
+ * data is on the device when the save returns, which cp does not promise). loadFile's pread path places each group
+ * at the file's page alignment, so the save writes straight from it (only the first 8 MiB, holding the header, go
+ * through a bounce buffer). `save_views` is the like-for-like figure for cp: tensors that
  * are views of the file, which saveFile copies file to file as cp does.
  */
 export default defineFigure<State>({

@@ -16,6 +16,8 @@ interface CopyAddon {
   copyRange(fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number): number;
   /** Absent from builds before it was added. */
   privatePages?: (view: Uint8Array) => boolean;
+  /** Absent from builds before it was added. Returns the bytes written straight from `buffers` (not bounced). */
+  writeDirect?: (fd: number, buffers: readonly Uint8Array[], position: number) => number;
 }
 
 /** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
@@ -41,6 +43,34 @@ function loadCopyAddon(): CopyAddon | null {
 export function maybeModified(view: Uint8Array): boolean {
   const native = loadCopyAddon();
   return typeof native?.privatePages === "function" ? native.privatePages(view) : true;
+}
+
+/** How the last direct writes went (for tests): bytes from the caller's memory, through the bounce buffer. */
+export const directCounters = { calls: 0, fromMemory: 0, bounced: 0, refused: 0 };
+
+/**
+ * Write `buffers` back to back from `position` of `fd` bypassing the page cache (O_DIRECT for the whole pages of the
+ * range, native/direct_write.c says why). False when that is not possible here (no addon, a build without it, not
+ * Linux, a file system without direct I/O): the caller writes the same range through the page cache, over whatever
+ * was written. Errors of the writes themselves (ENOSPC, EFBIG, ...) are thrown as raw errno errors.
+ */
+export function writeDirect(fd: number, buffers: readonly Uint8Array[], position: number): boolean {
+  const native = loadCopyAddon();
+  if (typeof native?.writeDirect !== "function") return false;
+  let fromMemory: number;
+  try {
+    fromMemory = native.writeDirect(fd, buffers, position);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+    directCounters.refused++;
+    return false;
+  }
+  let total = 0;
+  for (const buffer of buffers) total += buffer.length;
+  directCounters.calls++;
+  directCounters.fromMemory += fromMemory;
+  directCounters.bounced += total - fromMemory;
+  return true;
 }
 
 /** errno names meaning "copy_file_range cannot do this pair of files": copy through memory instead. */

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs";
 import { fileRangeOf, type MappedFile } from "./file-views.js";
-import { copyRange, maybeModified } from "./node-copy.js";
+import { copyRange, maybeModified, writeDirect } from "./node-copy.js";
 import { writeBuffersAt } from "./node-write.js";
 
 /**
@@ -13,6 +13,23 @@ import { writeBuffersAt } from "./node-write.js";
  * does (a 1 MiB write from memory is ~0.1 ms).
  */
 const MIN_FILE_COPY = 1 << 20;
+
+/**
+ * Default of `SaveOptions.directMinBytes`: writes from memory of at least this many bytes bypass the page cache.
+ * Measured on a 2-vCPU VM (2.37 GiB from anonymous memory): buffered 4.0-7.3 s, direct 0.84-1.2 s, because fresh
+ * page-cache pages there are faulted in again on the host (native/direct_write.c). Below a few MiB a direct write's
+ * wait for the device costs more than the page cache saves.
+ */
+export const DIRECT_MIN_BYTES = 64 << 20;
+
+export interface SaveOptions {
+  /**
+   * Writes of tensor bytes from memory at least this long go to the device with direct I/O (O_DIRECT, Linux, with
+   * the addon), skipping the page cache: the saved file is then not cached (a read of it right after the save reads
+   * the disk). Default 64 MiB; `Infinity` always writes through the page cache, 0 makes every write direct.
+   */
+  directMinBytes?: number;
+}
 
 interface FileRun {
   file: MappedFile;
@@ -50,8 +67,22 @@ function reopen(file: MappedFile): number | null {
   return null;
 }
 
+/** `buffers` from memory, back to back from `position`: direct when they are many bytes and it is possible. */
+function writeMemoryAt(fd: number, buffers: readonly Uint8Array[], position: number, directMin: number): void {
+  let total = 0;
+  for (const buffer of buffers) total += buffer.length;
+  if (total > 0 && total >= directMin && writeDirect(fd, buffers, position)) return;
+  writeBuffersAt(fd, buffers, position);
+}
+
 /** Write `buffers` back to back from `position` of `fd`: file to file where they are unmodified views of a file. */
-export function writeViewsAt(fd: number, buffers: readonly Uint8Array[], position: number): void {
+export function writeViewsAt(
+  fd: number,
+  buffers: readonly Uint8Array[],
+  position: number,
+  options: SaveOptions = {},
+): void {
+  const directMin = options.directMinBytes ?? DIRECT_MIN_BYTES;
   const sources = new Map<MappedFile, number | null>();
   let pending: Uint8Array[] = [];
   let pendingAt = position;
@@ -63,7 +94,7 @@ export function writeViewsAt(fd: number, buffers: readonly Uint8Array[], positio
         if (!sources.has(run.file)) sources.set(run.file, reopen(run.file));
         const source = sources.get(run.file)!;
         if (source !== null && !buffers.slice(i, run.end).some(maybeModified)) {
-          writeBuffersAt(fd, pending, pendingAt);
+          writeMemoryAt(fd, pending, pendingAt, directMin);
           copyRange(source, run.offset, fd, at, run.length);
           at += run.length;
           pending = [];
@@ -78,7 +109,7 @@ export function writeViewsAt(fd: number, buffers: readonly Uint8Array[], positio
         at += buffers[i]!.length;
       }
     }
-    writeBuffersAt(fd, pending, pendingAt);
+    writeMemoryAt(fd, pending, pendingAt, directMin);
   } finally {
     for (const source of sources.values()) if (source !== null) fs.closeSync(source);
   }

@@ -1,7 +1,8 @@
 /**
  * The writing process of the crash and fault tests (run bundled, as plain JS: see crash.test.ts).
  *
- *   write-child OP TARGET SEED     OP: save (saveFile) | stream (the streaming writer, chunks in a shuffled order)
+ *   write-child OP TARGET SEED     OP: save (saveFile) | save-direct (saveFile, every tensor byte by direct I/O)
+ *                                  | stream (the streaming writer, chunks in a shuffled order)
  *                                  | sharded (saveSharded into the directory TARGET, several shards and an index)
  *   write-child shard TARGET SEED IN   the `shard` command, IN into the directory TARGET
  *
@@ -59,9 +60,9 @@ async function main(): Promise<void> {
   const seed = Number(seedText);
   const stopAt = process.env.WRITE_CHILD_STOP_AT;
   if (stopAt !== undefined) installStop(Number(stopAt));
-  if (op === "save") {
+  if (op === "save" || op === "save-direct") {
     const plan = writePlan(seed, 1500, 600);
-    saveFile(target!, plan.tensors, plan.metadata);
+    saveFile(target!, plan.tensors, plan.metadata, op === "save-direct" ? { directMinBytes: 0 } : {});
   } else if (op === "stream") {
     const plan = writePlan(seed, 12, 40_000);
     const writer = createWriter(target!, plan.tensors, plan.metadata);

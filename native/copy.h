@@ -1,0 +1,14 @@
+/* Shared between the files of the safetensors_copy addon. */
+#ifndef SAFETENSORS_COPY_H
+#define SAFETENSORS_COPY_H
+
+#include <node_api.h>
+
+/* Throws a JS Error whose `code` is the errno name; returns NULL. */
+napi_value throw_errno(napi_env env, int err, const char *what);
+/* A non-negative integer argument that a JS number holds exactly, or -1 (after throwing). */
+double integer_arg(napi_env env, napi_value value, const char *name);
+/* writeDirect(fd, buffers, position) (direct_write.c). */
+napi_value direct_write(napi_env env, napi_callback_info info);
+
+#endif

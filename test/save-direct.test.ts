@@ -1,0 +1,136 @@
+/**
+ * saveFile's direct writes (O_DIRECT for the whole pages of tensor bytes from memory, native/direct_write.c): the
+ * file is byte for byte what the page-cache path writes, whatever the alignment of the tensors in memory and in the
+ * file; memory loaded by loadFile (pread) is written straight from where it is, other memory through a bounce
+ * buffer; a descriptor that refuses direct I/O falls back to ordinary writes.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { after, before, describe, test } from "node:test";
+import fc from "fast-check";
+import { directCounters, writeDirect } from "../src/io/node-copy.js";
+import { writeViewsAt } from "../src/io/node-save.js";
+import { loadFile, saveFile, serialize, Tensor } from "../src/node.js";
+import { fill } from "./helpers/fill.js";
+
+let dir = "";
+before(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), "st-save-direct-"));
+});
+after(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const counted = () => ({ ...directCounters });
+/** Whether this build and platform can write directly at all (Linux with the copy addon). */
+function directAvailable(): boolean {
+  const file = path.join(dir, "probe.bin");
+  const fd = fs.openSync(file, "w");
+  try {
+    return writeDirect(fd, [new Uint8Array(8192)], 0);
+  } finally {
+    fs.closeSync(fd);
+    fs.unlinkSync(file);
+  }
+}
+
+describe("saveFile with direct writes", () => {
+  test("gives the bytes serialize() gives, for any sizes and alignments in memory", () => {
+    const direct = directAvailable();
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 20_000 }), fc.integer({ min: 0, max: 4095 })), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        fc.integer({ min: 0, max: 40 }),
+        (shapes, metaLength) => {
+          const tensors = new Map<string, Tensor>();
+          shapes.forEach(([length, shift], i) => {
+            // A view `shift` bytes into a larger buffer: tensors at every alignment in memory.
+            const backing = fill(length + shift, i + 1);
+            tensors.set(`t${i}`, new Tensor("U8", [length], backing.subarray(shift)));
+          });
+          const metadata = { note: "x".repeat(metaLength) };
+          const out = path.join(dir, "prop.safetensors");
+          const before = counted();
+          saveFile(out, tensors, metadata, { directMinBytes: 0 });
+          assert.deepEqual(fs.readFileSync(out), Buffer.from(serialize(tensors, metadata)));
+          const wrote = shapes.some(([length]) => length > 0);
+          if (direct && wrote) assert.equal(directCounters.calls, before.calls + 1);
+        },
+      ),
+      { numRuns: 40, seed: 7 },
+    );
+  });
+
+  test("tensors loaded by loadFile are written straight from their memory", (t) => {
+    if (!directAvailable()) return t.skip("no direct I/O here (addon not built, or not Linux)");
+    const tensors = new Map<string, Tensor>();
+    // 21 MiB of tensors: loadFile reads them into one hugepage-backed group placed as in the file.
+    for (let i = 0; i < 3; i++) tensors.set(`w${i}`, new Tensor("U8", [7 << 20], fill(7 << 20, i + 3)));
+    const source = path.join(dir, "loaded.safetensors");
+    fs.writeFileSync(source, serialize(tensors, { a: "b" }));
+    const loaded = loadFile(source, { backend: "pread" });
+    const out = path.join(dir, "loaded-out.safetensors");
+    const before = counted();
+    saveFile(out, loaded, { a: "b" }, { directMinBytes: 0 });
+    assert.deepEqual(fs.readFileSync(out), fs.readFileSync(source));
+    // Every 8 MiB chunk but the first (which holds the header) comes straight from memory: all whole pages past
+    // the first 8 MiB.
+    const size = fs.statSync(out).size;
+    assert.equal(directCounters.fromMemory - before.fromMemory, Math.floor(size / 4096) * 4096 - (8 << 20));
+  });
+
+  test("after a file-to-file copy, memory written from an unaligned position keeps every byte", (t) => {
+    if (!directAvailable()) return t.skip("no direct I/O here (addon not built, or not Linux)");
+    // A view run of a mapped file (copied in the kernel) followed by memory: the memory starts mid-page.
+    const viewSource = path.join(dir, "views.safetensors");
+    const first = new Map([["v", new Tensor("U8", [1_500_001], fill(1_500_001, 9))]]);
+    fs.writeFileSync(viewSource, serialize(first));
+    const mapped = loadFile(viewSource);
+    const tensors = new Map<string, Tensor>([
+      ["v", mapped.get("v")!],
+      ["m", new Tensor("U8", [300_003], fill(300_003, 10))],
+      ["s", new Tensor("U8", [5], fill(5, 11))],
+    ]);
+    const out = path.join(dir, "mixed.safetensors");
+    const before = counted();
+    saveFile(out, tensors, undefined, { directMinBytes: 0 });
+    assert.deepEqual(fs.readFileSync(out), Buffer.from(serialize(tensors)));
+    assert.ok(directCounters.calls > before.calls);
+  });
+
+  test("below directMinBytes the page cache is used; the target keeps its mode", () => {
+    const out = path.join(dir, "small.safetensors");
+    fs.writeFileSync(out, "old");
+    fs.chmodSync(out, 0o640);
+    const tensors = new Map([["x", new Tensor("U8", [100_000], fill(100_000, 1))]]);
+    const before = counted();
+    saveFile(out, tensors);
+    assert.equal(directCounters.calls, before.calls);
+    saveFile(out, tensors, undefined, { directMinBytes: 0 });
+    assert.deepEqual(fs.readFileSync(out), Buffer.from(serialize(tensors)));
+    assert.equal(fs.statSync(out).mode & 0o777, 0o640);
+    assert.deepEqual(
+      fs.readdirSync(dir).filter((name) => name.includes("small")),
+      ["small.safetensors"],
+    );
+  });
+
+  test("a descriptor that refuses direct I/O falls back to ordinary writes", (t) => {
+    if (process.platform !== "linux") return t.skip("O_DIRECT is Linux's");
+    // /dev/null cannot be opened for direct I/O (fcntl F_SETFL O_DIRECT gives EINVAL).
+    const fd = fs.openSync("/dev/null", "w");
+    try {
+      const before = counted();
+      assert.equal(writeDirect(fd, [new Uint8Array(1 << 16)], 0), false);
+      if (directAvailable()) assert.equal(directCounters.refused, before.refused + 1);
+      writeViewsAt(fd, [new Uint8Array(1 << 16)], 0, { directMinBytes: 0 });
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+});
