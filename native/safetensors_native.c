@@ -362,6 +362,9 @@ static void run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n) {
     if (started[i]) pthread_join(tids[i], NULL);
 }
 
+/* The same for owned.c. */
+void st_run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n) { run_jobs(fn, jobs, size, n); }
+
 /* Fills dst[0, length) from the file at `position` with up to `threads` threads; 0 or the first errno (EIO: the
  * file ended early). Pieces are whole 2 MiB (huge) pages, so that no page is faulted by two threads. */
 int st_pread_parallel(int fd, uint8_t *dst, size_t length, uint64_t position, size_t threads) {

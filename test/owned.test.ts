@@ -133,8 +133,13 @@ describe("the addon's readOwned", { skip: native?.readOwned ? false : "native ad
           [bytes.length - 5, 5, 3],
           [MIB - 1, 4 * MIB + 1, 1],
         ] as const) {
-          const got = new Uint8Array(native!.readOwned!(fd, position, length, threads, pages));
+          const chunks = new Float64Array(2);
+          const got = new Uint8Array(native!.readOwned!(fd, position, length, threads, pages, chunks));
           assert.equal(got.length, length);
+          // Each thread's piece is whole 2 MiB chunks, so the chunks are the 2 MiB steps of the copy.
+          const expected = Math.ceil(length / (2 * MIB));
+          if (pages === 0) assert.equal(chunks[0]! + chunks[1]!, expected);
+          else assert.deepEqual([...chunks], pages === 1 ? [expected, 0] : [0, expected]);
           assert.ok(
             Buffer.from(got).equals(bytes.subarray(position, position + length)),
             `pages ${pages}, at ${position}, ${length} bytes, ${threads} threads`,
@@ -142,7 +147,7 @@ describe("the addon's readOwned", { skip: native?.readOwned ? false : "native ad
         }
         assert.equal(native!.readOwned!(fd, 0, 0, 2, pages).byteLength, 0);
       }
-      // Once a copy of 4 MiB or more has been made with the process's choice, the choice is made.
+      // Once a copy has chosen as it went, the next starts with what it found cheaper.
       assert.match(String(ownedPageChoice()), /^(huge|small)$/);
     } finally {
       fs.closeSync(fd);
@@ -166,6 +171,7 @@ describe("the addon's readOwned", { skip: native?.readOwned ? false : "native ad
       assert.throws(() => native!.readOwned!(fd, 0, 4 * MIB, 2, 3), { code: "ERANGE" });
       assert.throws(() => native!.readOwned!(fd, 0, 2 ** 32 + 1, 2, 0), { code: "ERANGE" });
       assert.throws(() => native!.readOwned!(fd, -1, 10, 2, 0), { code: "EINVAL" });
+      assert.throws(() => native!.readOwned!(fd, 0, 10, 2, 0, new Float64Array(1)), { code: "EINVAL" });
       assert.throws(() => (native!.readOwned as unknown as (fd: number) => void)(fd), { code: "EINVAL" });
     } finally {
       fs.closeSync(fd);

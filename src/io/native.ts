@@ -75,11 +75,19 @@ export interface NativeAddon {
   freeHuge(buffer: ArrayBuffer): void;
   /**
    * `length` bytes of the file from `position` in fresh anonymous memory the caller owns (freed like allocHuge's:
-   * by GC or freeHuge), read by up to `threads` threads; `pages`: 0 = the process's choice (decided by the first
-   * call of at least 4 MiB), 1 = huge, 2 = small. native/owned.c; optional (an older build lacks it).
+   * by GC or freeHuge), read by up to `threads` threads; `pages`: 0 = chosen chunk by chunk as the threads go,
+   * 1 = huge, 2 = small; `chunks` gets how many 2 MiB chunks went into huge and small pages. native/owned.c;
+   * optional (an older build lacks it).
    */
-  readOwned?(fd: number, position: number, length: number, threads: number, pages: number): ArrayBuffer;
-  /** The page size readOwned's process-wide choice settled on. Optional, as readOwned. */
+  readOwned?(
+    fd: number,
+    position: number,
+    length: number,
+    threads: number,
+    pages: number,
+    chunks?: Float64Array,
+  ): ArrayBuffer;
+  /** The page size readOwned's copies start with (the last copy's cheaper one). Optional, as readOwned. */
   ownedPages?(): "huge" | "small" | "undecided";
   stats(): NativeStats;
   /** See native/header_scan.c: numbers written to `out`, -1 (not the simple form), -2 (`out` too small). */

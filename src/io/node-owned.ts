@@ -3,8 +3,8 @@
  * memory the caller owns, filled with positional reads. Never a mapping of the file: writes to the file or its
  * truncation after the read do not change the copy, and a file that shrank under the read gives an `IoError`.
  *
- * With the addon (native/owned.c) a large copy is one call: fresh 2 MiB-aligned memory, huge or small pages as the
- * process's first large copy measured cheaper, filled by several threads. 32 MiB from the page cache into fresh
+ * With the addon (native/owned.c) a large copy is one call: fresh 2 MiB-aligned memory filled by several threads,
+ * each choosing huge or small pages by what its chunks cost as it goes. 32 MiB from the page cache into fresh
  * memory on a 2-vCPU VM (median of 3, in Node): 9-13 ms with one thread, 5.5-6 ms with two or four (first-touch
  * faults and the kernel's copy both proceed in parallel). Without the addon: zeroed memory and `fs.readSync`.
  */
@@ -65,8 +65,8 @@ export function readOwnedFrom(
 }
 
 /**
- * Which pages large owned copies use in this process: "huge" or "small" once the first copy of at least 4 MiB
- * measured them, "undecided" before; null without the addon's `readOwned`.
+ * The page size large owned copies start with in this process: the one that cost less in the last copy ("undecided"
+ * before the first); null without the addon's `readOwned`.
  */
 export function ownedPageChoice(): "huge" | "small" | "undecided" | null {
   const addon = loadNative();
