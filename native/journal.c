@@ -13,6 +13,10 @@
  *       fdatasync when `sync`. Returns the last CRC (what the next record continues). Everything is written when
  *       it returns.
  *
+ *   writeRepeated(fd, block: Uint8Array, offset, length) -> undefined
+ *       Write `block` repeated (the last copy cut short) over [offset, offset + length) of `fd`: a fill's data
+ *       write, in vectored writes of up to 1024 copies of the same block.
+ *
  * Why in C (measured in a fresh Node process, 1 MiB of old bytes, ext4, page cache warm): the old bytes are read
  * through a shared read-only mapping of the ranges (cached pages, mapped 16 per fault) and go from there into the
  * journal's write, so they are never copied into fresh memory of this process (whose first touch costs ~2 µs a page
@@ -374,4 +378,40 @@ napi_value st_js_journal_ranges(napi_env env, napi_callback_info info) {
 void st_journal_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, crc_init);
+}
+
+#define REPEATED_USAGE "writeRepeated(fd, block, offset, length)"
+
+napi_value st_js_write_repeated(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4) {
+    return throw_type(env, REPEATED_USAGE);
+  }
+  int32_t fd;
+  const uint8_t *block;
+  size_t block_length;
+  double offset_d, length_d;
+  if (!get_int(env, argv[0], &fd) || !get_u8(env, argv[1], &block, &block_length) || block_length == 0 ||
+      !get_position(env, argv[2], &offset_d) || !get_position(env, argv[3], &length_d) ||
+      offset_d + length_d > MAX_SAFE_INTEGER) {
+    return throw_type(env, REPEATED_USAGE);
+  }
+  struct iovec iov[1024];
+  uint64_t at = (uint64_t)offset_d, left = (uint64_t)length_d;
+  while (left > 0) {
+    int n = 0;
+    uint64_t batch = 0;
+    while (n < 1024 && left > 0) {
+      size_t take = left < block_length ? (size_t)left : block_length;
+      iov[n].iov_base = (void *)block;
+      iov[n++].iov_len = take;
+      left -= take;
+      batch += take;
+    }
+    int err = write_all(fd, iov, n, (off_t)at);
+    if (err) return throw_errno(env, err, "cannot write the edited range");
+    at += batch;
+  }
+  return NULL;
 }

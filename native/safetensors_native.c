@@ -56,6 +56,7 @@ napi_value st_js_owned_pages(napi_env env, napi_callback_info info);
 void st_journal_init(void);
 napi_value st_js_crc32c(napi_env env, napi_callback_info info);
 napi_value st_js_journal_ranges(napi_env env, napi_callback_info info);
+napi_value st_js_write_repeated(napi_env env, napi_callback_info info);
 
 #define HUGE_PAGE_SIZE ((size_t)2 << 20)
 /* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
@@ -1080,6 +1081,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"findSyntaxError", NULL, st_js_find_syntax_error, NULL, NULL, NULL, napi_enumerable, NULL},
       {"crc32c", NULL, st_js_crc32c, NULL, NULL, NULL, napi_enumerable, NULL},
       {"journalRanges", NULL, st_js_journal_ranges, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"writeRepeated", NULL, st_js_write_repeated, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},
       {"preadInto", NULL, js_pread_into, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -19,6 +19,15 @@ const INTEGER_RANGES: Partial<Record<Dtype, readonly [bigint, bigint]>> = {
   I64: [-9223372036854775808n, 9223372036854775807n],
 };
 
+/**
+ * Whether `value` is stored as all zero bits: +0 is, in every dtype but F8_E8M0 (powers of two only: no zero).
+ * Zeroing, the usual fill, then needs no codec (whose first use in a process cost ~0.3 ms); test/edit-plan.test.ts
+ * checks this against the codecs.
+ */
+function isZeroBits(dtype: Dtype, value: number): boolean {
+  return value === 0 && !Object.is(value, -0) && dtype !== "F8_E8M0";
+}
+
 function gcd(a: number, b: number): number {
   while (b !== 0) [a, b] = [b, a % b];
   return a;
@@ -28,6 +37,7 @@ function gcd(a: number, b: number): number {
 export function encodeScalarGroup(dtype: Dtype, value: number, tensor?: string): Uint8Array {
   const bits = dtypeOf(dtype).bits;
   const group = 8 / gcd(bits, 8);
+  if (isZeroBits(dtype, value)) return new Uint8Array((bits * group) / 8);
   if (canEncode(dtype)) return fromFloat32(dtype, new Float32Array(group).fill(value));
   if (dtype === "C64") return fromFloat32("F32", [value, 0]);
   const range = INTEGER_RANGES[dtype];
@@ -60,10 +70,19 @@ export function filledBytes(dtype: Dtype, value: number, byteLength: number, ten
   return out;
 }
 
-/** Bytes of one repeated-pattern block: the whole groups of `value` that fit in `maxBytes` (at most 64 KiB). */
+const BLOCK_BYTES = 1 << 16;
+/** The block of zeros every zero fill shares (never written to: `fillBlock`'s blocks are read-only). */
+let zeroBlock: Uint8Array | null = null;
+
+/**
+ * Bytes of one repeated-pattern block: the whole groups of `value` that fit in `maxBytes` (at most 64 KiB). Read-only:
+ * zero fills share one block, so that an edit's fill touches no fresh memory.
+ */
 export function fillBlock(dtype: Dtype, value: number, maxBytes: number, tensor?: string): Uint8Array {
   const bits = dtypeOf(dtype).bits;
   const groupBytes = (bits * (8 / gcd(bits, 8))) / 8;
-  const size = Math.max(groupBytes, Math.floor(Math.min(maxBytes, 1 << 16) / groupBytes) * groupBytes);
-  return filledBytes(dtype, value, size, tensor);
+  const size = Math.max(groupBytes, Math.floor(Math.min(maxBytes, BLOCK_BYTES) / groupBytes) * groupBytes);
+  if (!isZeroBits(dtype, value)) return filledBytes(dtype, value, size, tensor);
+  zeroBlock ??= new Uint8Array(BLOCK_BYTES);
+  return zeroBlock.subarray(0, size);
 }

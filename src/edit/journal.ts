@@ -40,10 +40,10 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
-import { loadNative } from "../io/native.js";
 import { ioError, preadInto } from "../io/node-file.js";
 import { fsyncDirectory, writeAllAt, writeBuffersAt, writeFileAtomic } from "../io/node-write.js";
 import { crc32c as crc32cJs } from "./crc32c.js";
+import { editNative } from "./edit-native.js";
 
 const MAGIC_V1 = new TextEncoder().encode("STJRNL01");
 const MAGIC_V2 = new TextEncoder().encode("STJRNL02");
@@ -102,45 +102,10 @@ function corrupt(journalPath: string, why: string): never {
   );
 }
 
-/** The addon's journal functions (native/journal.c), absent from builds before them. */
-interface JournalNative {
-  crc32c(bytes: Uint8Array, crc: number): number;
-  journalRanges(
-    journalFd: number,
-    at: number,
-    crc: number,
-    prefix: Uint8Array,
-    fd: number,
-    offsets: Float64Array,
-    lengths: Float64Array,
-    sync: boolean,
-  ): number;
-}
-
-let nativeJournal: JournalNative | null | undefined;
-
-function journalNative(): JournalNative | null {
-  if (nativeJournal === undefined) {
-    const addon = loadNative() as Partial<JournalNative> | null;
-    nativeJournal =
-      typeof addon?.journalRanges === "function" && typeof addon.crc32c === "function"
-        ? (addon as JournalNative)
-        : null;
-  }
-  return nativeJournal;
-}
-
 /** CRC-32C of `bytes` continuing `crc` (the addon's instruction-based loop, else JavaScript). */
 function crc32c(bytes: Uint8Array, crc = 0): number {
-  const native = journalNative();
+  const native = editNative();
   return native ? native.crc32c(bytes, crc) : crc32cJs(bytes, crc);
-}
-
-function u64Bytes(...values: number[]): Uint8Array {
-  const out = new Uint8Array(values.length * 8);
-  const view = new DataView(out.buffer);
-  for (let i = 0; i < values.length; i++) view.setBigUint64(i * 8, BigInt(values[i]!), true);
-  return out;
 }
 
 function u32Bytes(value: number): Uint8Array {
@@ -149,14 +114,17 @@ function u32Bytes(value: number): Uint8Array {
   return out;
 }
 
-/** The header of a journal and its CRC (where the record chain starts). */
+/**
+ * The header of a journal and its CRC (where the record chain starts). u64s as two u32s and no encoder for the usual
+ * empty group: BigInt and TextEncoder cost ~0.1 ms at their first use in a process, in its first edit.
+ */
 function encodeHeader(fileSize: number, group: string, nonce: number): { head: Uint8Array; crc: number } {
-  const groupBytes = new TextEncoder().encode(group);
+  const groupBytes = group === "" ? EMPTY : new TextEncoder().encode(group);
   const head = new Uint8Array(FIXED_HEADER + groupBytes.length + 4 + CRC_BYTES);
   const view = new DataView(head.buffer);
   head.set(MAGIC, 0);
-  view.setBigUint64(MAGIC.length, BigInt(fileSize), true);
-  view.setBigUint64(MAGIC.length + 8, BigInt(groupBytes.length), true);
+  setU64(view, MAGIC.length, fileSize);
+  setU64(view, MAGIC.length + 8, groupBytes.length);
   head.set(groupBytes, FIXED_HEADER);
   view.setUint32(FIXED_HEADER + groupBytes.length, nonce >>> 0, true);
   const crc = crc32c(head.subarray(0, head.length - CRC_BYTES));
@@ -164,12 +132,20 @@ function encodeHeader(fileSize: number, group: string, nonce: number): { head: U
   return { head, crc };
 }
 
+/** A safe integer as u64 little-endian. */
+function setU64(view: DataView, at: number, value: number): void {
+  view.setUint32(at, value % 2 ** 32, true);
+  view.setUint32(at + 4, Math.floor(value / 2 ** 32), true);
+}
+
 /** A record's pieces as written (fields and their CRC, old bytes, CRC) and the CRC the next record continues. */
 function encodeRecord(previous: number, record: JournalRecord): { pieces: Uint8Array[]; crc: number } {
   const fields = new Uint8Array(RECORD_HEAD);
-  fields.set(u64Bytes(record.offset, record.bytes.length));
+  const view = new DataView(fields.buffer);
+  setU64(view, 0, record.offset);
+  setU64(view, 8, record.bytes.length);
   const fieldsCrc = crc32c(fields.subarray(0, 16), previous);
-  new DataView(fields.buffer).setUint32(16, fieldsCrc, true);
+  view.setUint32(16, fieldsCrc, true);
   const crc = crc32c(record.bytes, fieldsCrc);
   return { pieces: [fields, record.bytes, u32Bytes(crc)], crc };
 }
@@ -229,7 +205,7 @@ export class JournalWriter {
    * disjoint, non-empty), read from the file itself: with the addon straight from the page cache to the journal.
    */
   appendRanges(fd: number, offsets: Float64Array, lengths: Float64Array): void {
-    const native = journalNative();
+    const native = editNative();
     if (native === null) {
       const records: JournalRecord[] = [];
       for (let i = 0; i < offsets.length; i++) {
@@ -299,11 +275,12 @@ export class JournalWriter {
 }
 
 const EMPTY = new Uint8Array(0);
+const EXCLUSIVE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
 
 /** Create the journal, refusing to replace one that exists (another edit's, in progress or interrupted). */
 function openExclusive(journalPath: string): number {
   try {
-    return fs.openSync(journalPath, "wx", 0o600);
+    return fs.openSync(journalPath, EXCLUSIVE, 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "EEXIST") {
       throw new SafetensorError(

@@ -16,12 +16,13 @@ import { ioError, preadInto } from "../io/node-file.js";
 import { writeAllAt, writeBuffersAt } from "../io/node-write.js";
 import { openFile } from "../node-files.js";
 import { isShardedTarget } from "../shards/node.js";
-import { type ByteRange, fetchRanges, parseSliceSpec, planSlice, type SliceIndex } from "../slice/index.js";
-import { checkSliceBounds } from "./bounds.js";
+import type { ByteRange, SliceIndex } from "../slice/index.js";
+import { editNative } from "./edit-native.js";
 import { fillBlock, filledBytes } from "./fill.js";
-import { JournalWriter, readRegion, recoverFile, removeJournal, rollbackFromJournal } from "./journal.js";
+import { hasJournal, JournalWriter, readRegion, recoverFile, removeJournal, rollbackFromJournal } from "./journal.js";
 import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } from "./proof.js";
 import { recoverCheckpoint, ShardedEditHandle } from "./sharded-edit.js";
+import { planWrite, type WritePlan } from "./write-plan.js";
 
 export interface EditOptions extends HeaderOptions {
   /**
@@ -160,7 +161,8 @@ export class EditHandle implements Editor {
     this.#file = openFile(path, { ...options, backend: "auto", interruptedEdit: "ignore" });
     try {
       this.#fd = fs.openSync(path, "r+");
-      this.#size = fs.fstatSync(this.#fd).size;
+      // The size the header was validated against (no fstat: a process's first Stats object cost ~0.1 ms).
+      this.#size = this.#file.header.fileLength;
     } catch (error) {
       this.#file.close();
       throw ioError(error, `cannot open ${path} for editing`);
@@ -219,26 +221,16 @@ export class EditHandle implements Editor {
       throw new SafetensorError("InvalidOption", `verify must be "none", "tensor" or "full", got ${String(verify)}`);
     }
     const info = this.#file.info(name);
-    const shape = info.exactShape ?? info.shape;
-    const index = typeof slice === "string" ? parseSliceSpec(slice) : slice;
-    checkSliceBounds(shape, index);
-    const plan = planSlice(info.dtype, shape, index);
+    const plan = planWrite(info.dtype, info.exactShape ?? info.shape, slice);
     const isFill = !(values instanceof Uint8Array || values instanceof Float32Array || Array.isArray(values));
     // Checked for every write (counts, lengths, a fill's range), even when the block below replaces it.
     const encoded = isFill ? null : encodeValues(info, plan.elementCount, plan.byteLength, values);
     const tensorRange = this.#file.byteRange(name);
     const base = tensorRange.offset;
-    const ranges = fetchRanges(plan);
+    const { ranges, exact } = plan;
     let total = 0;
     for (const range of ranges) total += range.end - range.start;
-    if (this.#journalBytes + total > this.#maxJournalBytes) {
-      throw new SafetensorError(
-        "TooLarge",
-        `uncommitted edits would journal ${this.#journalBytes + total} bytes, more than maxJournalBytes ` +
-          `(${this.#maxJournalBytes}): commit first or raise the limit`,
-        { tensor: name },
-      );
-    }
+    this.#checkJournalRoom(total, name);
     const result = {
       file: this.path,
       tensor: name,
@@ -248,14 +240,12 @@ export class EditHandle implements Editor {
     };
     if (ranges.length === 0) return result;
     // A fill over exactly the slice's bytes (no gaps) is written from one ≤ 64 KiB block of the pattern, repeated.
-    const exact = total === plan.byteLength && plan.strides.every((stride) => stride > 0);
     const fill = (values as { fill: number }).fill;
     const block = isFill && exact && verify === "none" ? fillBlock(info.dtype, fill, total, name) : null;
     const next = block
       ? []
       : newContent(
           plan,
-          ranges,
           () => this.#oldBytes(name, tensorRange.length, base, ranges),
           encoded ?? filledBytes(info.dtype, fill, plan.byteLength, name),
         );
@@ -286,20 +276,35 @@ export class EditHandle implements Editor {
       throw ioError(error, `cannot write to ${this.path} (the journal can restore it: rollback() or recover)`);
     }
     if (tensorDigests === undefined) return result;
+    return { ...result, proof: this.#prove(name, base, end, tensorDigests, fileDigests) };
+  }
+
+  /** `TooLarge` when journaling `bytes` more would pass `maxJournalBytes`. */
+  #checkJournalRoom(bytes: number, name?: string): void {
+    if (this.#journalBytes + bytes <= this.#maxJournalBytes) return;
+    throw new SafetensorError(
+      "TooLarge",
+      `uncommitted edits would journal ${this.#journalBytes + bytes} bytes, more than maxJournalBytes ` +
+        `(${this.#maxJournalBytes}): commit first or raise the limit`,
+      name === undefined ? undefined : { tensor: name },
+    );
+  }
+
+  /** The after-digests of a verified write, checked against what the write should have made. */
+  #prove(name: string, base: number, end: number, tensor: SpanDigests, file?: SpanDigests): LocalityProof {
     const tensorAfter = spanDigest(this.#fd, base, end);
-    checkSpan(`tensor ${name}`, tensorDigests, tensorAfter, name);
+    checkSpan(`tensor ${name}`, tensor, tensorAfter, name);
     let fileAfter: string | undefined;
-    if (fileDigests !== undefined) {
+    if (file !== undefined) {
       fileAfter = spanDigest(this.#fd, 0, this.#size);
-      checkSpan(`the file ${this.path}`, fileDigests, fileAfter, name);
+      checkSpan(`the file ${this.path}`, file, fileAfter, name);
     }
-    const proof: LocalityProof = {
-      level: verify === "full" ? "full" : "tensor",
-      tensorSha256Before: tensorDigests.before,
+    return {
+      level: file ? "full" : "tensor",
+      tensorSha256Before: tensor.before,
       tensorSha256After: tensorAfter,
-      ...(fileDigests ? { fileSha256Before: fileDigests.before, fileSha256After: fileAfter } : {}),
+      ...(file ? { fileSha256Before: file.before, fileSha256After: fileAfter } : {}),
     };
-    return { ...result, proof };
   }
 
   /** The bytes now in `ranges` of a tensor (views of the mapping, read before any byte changes; else read). */
@@ -321,13 +326,7 @@ export class EditHandle implements Editor {
     if (old.length !== next.length || offset < 0 || offset + old.length > this.#size) {
       throw new SafetensorError("WriteOutOfRange", `replaceBytes(${offset}, ${old.length}) outside ${this.path}`);
     }
-    if (this.#journalBytes + old.length > this.#maxJournalBytes) {
-      throw new SafetensorError(
-        "TooLarge",
-        `uncommitted edits would journal ${this.#journalBytes + old.length} bytes, more than maxJournalBytes ` +
-          `(${this.#maxJournalBytes})`,
-      );
-    }
+    this.#checkJournalRoom(old.length);
     const journal = this.#journal ?? JournalWriter.create(this.path, this.#size, this.#group, this.#fsync);
     journal.append([{ offset, bytes: old }]);
     this.#journal = journal;
@@ -407,6 +406,11 @@ export class EditHandle implements Editor {
 
 /** Write `length` bytes at `offset`: `block` repeated (vectored writes of the same buffer), cut to length. */
 function writeRepeated(fd: number, block: Uint8Array, offset: number, length: number): void {
+  const native = editNative();
+  if (native) {
+    native.writeRepeated(fd, block, offset, length);
+    return;
+  }
   const buffers: Uint8Array[] = [];
   for (let at = 0; at < length; at += block.length)
     buffers.push(block.subarray(0, Math.min(block.length, length - at)));
@@ -415,18 +419,12 @@ function writeRepeated(fd: number, block: Uint8Array, offset: number, length: nu
 
 /**
  * The new content of each range: the slice's bytes, laid over the old bytes where the ranges also cover gaps. When
- * the ranges hold exactly the slice in memory order (no gaps, no negative steps: `1024:1152`), they are views of
- * `encoded` and nothing is copied.
+ * the plan is exact (the ranges hold the slice in memory order: `1024:1152`), they are views of `encoded` and nothing
+ * is copied or read.
  */
-function newContent(
-  plan: ReturnType<typeof planSlice>,
-  ranges: readonly ByteRange[],
-  oldBytes: () => readonly Uint8Array[],
-  encoded: Uint8Array,
-): Uint8Array[] {
-  let total = 0;
-  for (const range of ranges) total += range.end - range.start;
-  if (total === plan.byteLength && plan.strides.every((stride) => stride > 0)) {
+function newContent(plan: WritePlan, oldBytes: () => readonly Uint8Array[], encoded: Uint8Array): Uint8Array[] {
+  const { ranges } = plan;
+  if (plan.exact || plan.plan === undefined) {
     let at = 0;
     return ranges.map((range) => {
       const view = encoded.subarray(at, at + range.end - range.start);
@@ -435,10 +433,10 @@ function newContent(
     });
   }
   const next = oldBytes().map((bytes) => bytes.slice());
-  const length = plan.chunkLength;
+  const length = plan.plan.chunkLength;
   let k = 0;
   let hint = 0;
-  plan.forEachChunk((start) => {
+  plan.plan.forEachChunk((start) => {
     hint = rangeOf(ranges, start, hint);
     next[hint]!.set(encoded.subarray(k, k + length), start - ranges[hint]!.start);
     k += length;
@@ -468,10 +466,12 @@ export interface Editor {
  * nothing is then touched); the header (every shard's, and the index) is validated.
  */
 export function openForEdit(path: string, options: EditOptions = {}): Editor {
-  if (isShardedTarget(path)) {
+  // Only a directory or an index can be a checkpoint. `access("PATH/")` tells a directory without a Stats object,
+  // and the journal's stat is the usual case of recovery (none): the first edit of a process skips both full checks.
+  if ((path.endsWith(".index.json") || fs.existsSync(`${path}/`)) && isShardedTarget(path)) {
     recoverCheckpoint(path, { fsync: options.fsync ?? false });
     return new ShardedEditHandle(path, options);
   }
-  recoverFile(path, { fsync: options.fsync ?? false });
+  if (hasJournal(path)) recoverFile(path, { fsync: options.fsync ?? false });
   return new EditHandle(path, options);
 }
