@@ -117,14 +117,18 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
     if (plan.byteLength === 0) return new Uint8Array(0);
     const source = this.live;
     const base = this.byteRange(name).offset;
-    if (source.zeroCopy) {
+    const owned = options.memory === "owned";
+    if (source.zeroCopy && !owned) {
       const span = source.read(base + plan.spanStart, plan.spanEnd - plan.spanStart);
-      const data = gather(plan, span, plan.spanStart);
-      return options.memory === "owned" && plan.isContiguous ? data.slice() : data;
+      return gather(plan, span, plan.spanStart);
     }
+    // Owned slices are read as owned pieces (pread on the Node backends), never gathered from a mapping: a file
+    // truncated underneath is then an IoError rather than SIGBUS, and the pieces are the caller's memory already.
     const pieces = fetchRanges(plan).map((range) => ({
       offset: range.start,
-      bytes: source.read(base + range.start, range.end - range.start),
+      bytes: owned
+        ? source.readOwned(base + range.start, range.end - range.start)
+        : source.read(base + range.start, range.end - range.start),
     }));
     // A single fetched piece that is exactly the slice needs no gathering copy.
     return pieces.length === 1 ? gather(plan, pieces[0]!.bytes, pieces[0]!.offset) : gatherPieces(plan, pieces);

@@ -87,6 +87,52 @@ describe("owned copies are private", () => {
     }
   }
 
+  for (const backend of backends) {
+    test(`${backend}: owned slices are read as owned pieces, so a truncated file is an IoError, not SIGBUS`, () => {
+      const file = path.join(tmp, `slices-${backend}.safetensors`);
+      const [rows, cols] = [1024, 3000];
+      const grid = pattern(rows * cols, 7);
+      saveFile(
+        file,
+        new Map([
+          ["small", new Tensor("U8", [1000], pattern(1000, 1))],
+          ["grid", new Tensor("U8", [rows, cols], grid)],
+        ]),
+      );
+      const rowsOf = (from: number, to: number) => grid.subarray(from * cols, to * cols);
+      const columns = (from: number, to: number) => {
+        const out: number[] = [];
+        for (let r = 0; r < rows; r++) out.push(...grid.subarray(r * cols + from, r * cols + to));
+        return Uint8Array.from(out);
+      };
+      const opened = openFile(file, { backend });
+      try {
+        const slice = opened.getSlice("grid");
+        const contiguous = slice.get("8:900", { memory: "owned" }).data;
+        const strided = slice.get(":, 10:20", { memory: "owned" }).data;
+        assert.deepEqual(contiguous, rowsOf(8, 900));
+        assert.deepEqual(strided, columns(10, 20));
+        // Views and owned slices agree.
+        assert.deepEqual(slice.get(":, 10:20").data, strided);
+        const { offset } = opened.byteRange("grid");
+        fs.truncateSync(file, offset + 100 * cols);
+        assert.deepEqual(contiguous, rowsOf(8, 900));
+        assert.deepEqual(strided, columns(10, 20));
+        for (const index of ["8:900", ":, 10:20", "500:501"]) {
+          assert.throws(
+            () => slice.get(index, { memory: "owned" }),
+            (error: unknown) => isSafetensorError(error) && error.code === "IoError",
+            index,
+          );
+        }
+        // Rows still in the file read as before.
+        assert.deepEqual(slice.get("0:50", { memory: "owned" }).data, rowsOf(0, 50));
+      } finally {
+        opened.close();
+      }
+    });
+  }
+
   test("without the addon (SAFETENSORS_NO_NATIVE=1): the pread backend's owned copies are private too", () => {
     const { file, big } = sampleFile("private-no-addon", 6 * MIB + 5);
     const script = `
