@@ -5,6 +5,7 @@
  *   copyRange(fdIn, positionIn, fdOut, positionOut, length) -> bytes copied
  *   privatePages(view)                                      -> whether any page under the view is private
  *   writeDirect(fd, buffers, position)                      -> bytes written, bypassing the page cache (direct_write.c)
+ *   copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length, the same direct writes from the input's bytes
  *
  * It copies with copy_file_range(2), in the kernel: the bytes never enter this process (and file systems that
  * share extents, such as XFS, Btrfs and NFS 4.2, may not copy them at all). Both positions are explicit, so neither
@@ -57,6 +58,9 @@ static const char *errno_name(int err) {
     case ETXTBSY: return "ETXTBSY";
     case EXDEV: return "EXDEV";
     case EDQUOT: return "EDQUOT";
+#ifdef ENODATA
+    case ENODATA: return "ENODATA";
+#endif
     default: return "EUNKNOWN";
   }
 }
@@ -81,23 +85,28 @@ double integer_arg(napi_env env, napi_value value, const char *name) {
   return number;
 }
 
-static napi_value copy_range(napi_env env, napi_callback_info info) {
+int copy_args(napi_env env, napi_callback_info info, const char *usage, double args[5]) {
   size_t argc = 5;
   napi_value argv[5];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 5) {
-    napi_throw_type_error(env, "EINVAL", "copyRange(fdIn, positionIn, fdOut, positionOut, length)");
-    return NULL;
+    napi_throw_type_error(env, "EINVAL", usage);
+    return -1;
   }
   static const char *names[5] = {"fdIn", "positionIn", "fdOut", "positionOut", "length"};
-  double args[5];
   for (int i = 0; i < 5; i++) {
     args[i] = integer_arg(env, argv[i], names[i]);
-    if (args[i] < 0) return NULL;
+    if (args[i] < 0) return -1;
   }
   if (args[0] > INT32_MAX || args[2] > INT32_MAX) {
     napi_throw_type_error(env, "EINVAL", "file descriptors must be int32");
-    return NULL;
+    return -1;
   }
+  return 0;
+}
+
+static napi_value copy_range(napi_env env, napi_callback_info info) {
+  double args[5];
+  if (copy_args(env, info, "copyRange(fdIn, positionIn, fdOut, positionOut, length)", args) != 0) return NULL;
 #if defined(__linux__) && defined(SYS_copy_file_range)
   int fd_in = (int)args[0], fd_out = (int)args[2];
   int64_t in = (int64_t)args[1], out = (int64_t)args[3];
@@ -200,5 +209,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (napi_set_named_property(env, exports, "privatePages", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "writeDirect", NAPI_AUTO_LENGTH, direct_write, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "writeDirect", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "copyDirect", NAPI_AUTO_LENGTH, copy_direct, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "copyDirect", fn) != napi_ok) return NULL;
   return exports;
 }

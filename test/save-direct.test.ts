@@ -2,7 +2,8 @@
  * saveFile's direct writes (O_DIRECT for the whole pages of tensor bytes from memory, native/direct_write.c): the
  * file is byte for byte what the page-cache path writes, whatever the alignment of the tensors in memory and in the
  * file; memory loaded by loadFile (pread) is written straight from where it is, other memory through a bounce
- * buffer; a descriptor that refuses direct I/O falls back to ordinary writes.
+ * buffer; a descriptor that refuses direct I/O falls back to ordinary writes. Byte-range copies between files
+ * (copyRange, under shard/merge/extract and saves of mapped views) take the same direct writes.
  */
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
@@ -10,7 +11,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import fc from "fast-check";
-import { directCounters, writeDirect } from "../src/io/node-copy.js";
+import { copyCounters, copyRange, directCounters, writeDirect } from "../src/io/node-copy.js";
 import { writeViewsAt } from "../src/io/node-save.js";
 import { loadFile, saveFile, serialize, Tensor } from "../src/node.js";
 import { fill } from "./helpers/fill.js";
@@ -78,10 +79,10 @@ describe("saveFile with direct writes", () => {
     const before = counted();
     saveFile(out, loaded, { a: "b" }, { directMinBytes: 0 });
     assert.deepEqual(fs.readFileSync(out), fs.readFileSync(source));
-    // Every 8 MiB chunk but the first (which holds the header) comes straight from memory: all whole pages past
-    // the first 8 MiB.
+    // Every 4 MiB chunk of direct writes but the first (which holds the header) comes straight from memory: all
+    // whole pages past the first 4 MiB.
     const size = fs.statSync(out).size;
-    assert.equal(directCounters.fromMemory - before.fromMemory, Math.floor(size / 4096) * 4096 - (8 << 20));
+    assert.equal(directCounters.fromMemory - before.fromMemory, Math.floor(size / 4096) * 4096 - (4 << 20));
   });
 
   test("after a file-to-file copy, memory written from an unaligned position keeps every byte", (t) => {
@@ -131,6 +132,70 @@ describe("saveFile with direct writes", () => {
       writeViewsAt(fd, [new Uint8Array(1 << 16)], 0, { directMinBytes: 0 });
     } finally {
       fs.closeSync(fd);
+    }
+  });
+});
+
+describe("copyRange with direct writes", () => {
+  test("copies exactly the range asked for, at any offsets", () => {
+    const input = path.join(dir, "copy-in.bin");
+    const bytes = fill(300_000, 5);
+    fs.writeFileSync(input, bytes);
+    const direct = directAvailable();
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 299_999 }),
+        fc.integer({ min: 1, max: 300_000 }),
+        fc.integer({ min: 0, max: 20_000 }),
+        (from, want, to) => {
+          const length = Math.min(want, bytes.length - from);
+          const out = path.join(dir, "copy-out.bin");
+          fs.writeFileSync(out, fill(to, 6));
+          const fdIn = fs.openSync(input, "r");
+          const fdOut = fs.openSync(out, "r+");
+          const before = copyCounters.direct;
+          try {
+            copyRange(fdIn, from, fdOut, to, length, { directMinBytes: 0 });
+          } finally {
+            fs.closeSync(fdIn);
+            fs.closeSync(fdOut);
+          }
+          const expected = Buffer.concat([fill(to, 6), bytes.subarray(from, from + length)]);
+          assert.deepEqual(fs.readFileSync(out), expected);
+          if (direct) assert.equal(copyCounters.direct, before + 1);
+        },
+      ),
+      { numRuns: 30, seed: 11 },
+    );
+  });
+
+  test("an input that ends before the range is an IoError", () => {
+    const input = path.join(dir, "short-in.bin");
+    fs.writeFileSync(input, fill(10_000, 1));
+    const fdIn = fs.openSync(input, "r");
+    const fdOut = fs.openSync(path.join(dir, "short-out.bin"), "w");
+    try {
+      assert.throws(() => copyRange(fdIn, 0, fdOut, 0, 50_000, { directMinBytes: 0 }), { code: "IoError" });
+    } finally {
+      fs.closeSync(fdIn);
+      fs.closeSync(fdOut);
+    }
+  });
+
+  test("an output that refuses direct I/O gets an ordinary copy", (t) => {
+    if (process.platform !== "linux") return t.skip("O_DIRECT is Linux's");
+    const input = path.join(dir, "null-in.bin");
+    fs.writeFileSync(input, fill(1 << 16, 1));
+    const fdIn = fs.openSync(input, "r");
+    const fdOut = fs.openSync("/dev/null", "w");
+    try {
+      const before = { ...copyCounters };
+      copyRange(fdIn, 0, fdOut, 0, 1 << 16, { directMinBytes: 0 });
+      assert.equal(copyCounters.direct, before.direct);
+      assert.equal(copyCounters.kernel + copyCounters.buffered, before.kernel + before.buffered + 1);
+    } finally {
+      fs.closeSync(fdIn);
+      fs.closeSync(fdOut);
     }
   });
 });

@@ -18,7 +18,18 @@ interface CopyAddon {
   privatePages?: (view: Uint8Array) => boolean;
   /** Absent from builds before it was added. Returns the bytes written straight from `buffers` (not bounced). */
   writeDirect?: (fd: number, buffers: readonly Uint8Array[], position: number) => number;
+  /** Absent from builds before it was added. */
+  copyDirect?: (fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number) => number;
 }
+
+/**
+ * Default of `directMinBytes`: writes from memory and copies at least this long bypass the page cache (O_DIRECT).
+ * Measured on a 2-vCPU VM, 2.37 GiB: saveFile from memory 4.0-11 s buffered, 0.82-1.03 s direct; the same bytes
+ * copied file to file in 33-262 MB pieces by copy_file_range 4.0-7.4 s: on VMs whose free memory is reported to the
+ * host, every fresh page-cache page a write needs is a host fault at its first touch (native/direct_write.c).
+ * Below a few MiB a direct write's wait for the device costs more than the page cache saves.
+ */
+export const DIRECT_MIN_BYTES = 16 << 20;
 
 /** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
 const PACKAGE_ROOT = new URL("../../", import.meta.url);
@@ -80,7 +91,7 @@ const UNSUPPORTED = new Set(["ENOSYS", "EXDEV", "EINVAL", "EOPNOTSUPP", "ENOTSUP
 export const COPY_BUFFER_BYTES = 8 << 20;
 
 /** How the last copies were done (for tests and the `doctor` command). */
-export const copyCounters = { kernel: 0, buffered: 0 };
+export const copyCounters = { kernel: 0, buffered: 0, direct: 0 };
 
 export interface CopyOptions {
   /**
@@ -88,8 +99,10 @@ export interface CopyOptions {
    * one of up to COPY_BUFFER_BYTES otherwise.
    */
   scratch?: () => Uint8Array;
-  /** Skip copy_file_range (tests of the fallback). */
+  /** Skip copy_file_range and direct copies (tests of the fallback). */
   buffered?: boolean;
+  /** Copies at least this long are made with direct writes where possible (default {@link DIRECT_MIN_BYTES}). */
+  directMinBytes?: number;
 }
 
 /**
@@ -106,6 +119,18 @@ export function copyRange(
 ): void {
   if (length === 0) return;
   const native = options.buffered ? null : loadCopyAddon();
+  if (typeof native?.copyDirect === "function" && length >= (options.directMinBytes ?? DIRECT_MIN_BYTES)) {
+    try {
+      native.copyDirect(fdIn, positionIn, fdOut, positionOut, length);
+      copyCounters.direct++;
+      return;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENODATA") throw endOfInput(positionIn);
+      if (code !== "EINVAL") throw error;
+      // Direct I/O is not possible here: copy_file_range below rewrites the same range.
+    }
+  }
   if (native) {
     let copied: number | null = null;
     try {

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs";
 import { fileRangeOf, type MappedFile } from "./file-views.js";
-import { copyRange, maybeModified, writeDirect } from "./node-copy.js";
+import { copyRange, DIRECT_MIN_BYTES, maybeModified, writeDirect } from "./node-copy.js";
 import { writeBuffersAt } from "./node-write.js";
 
 /**
@@ -14,19 +14,12 @@ import { writeBuffersAt } from "./node-write.js";
  */
 const MIN_FILE_COPY = 1 << 20;
 
-/**
- * Default of `SaveOptions.directMinBytes`: writes from memory of at least this many bytes bypass the page cache.
- * Measured on a 2-vCPU VM (2.37 GiB from anonymous memory): buffered 4.0-7.3 s, direct 0.84-1.2 s, because fresh
- * page-cache pages there are faulted in again on the host (native/direct_write.c). Below a few MiB a direct write's
- * wait for the device costs more than the page cache saves.
- */
-export const DIRECT_MIN_BYTES = 64 << 20;
-
 export interface SaveOptions {
   /**
    * Writes of tensor bytes from memory at least this long go to the device with direct I/O (O_DIRECT, Linux, with
-   * the addon), skipping the page cache: the saved file is then not cached (a read of it right after the save reads
-   * the disk). Default 64 MiB; `Infinity` always writes through the page cache, 0 makes every write direct.
+   * the addon), skipping the page cache, and so are copies of as many bytes from a mapped file: the saved file is
+   * then not cached (a read of it right after the save reads the disk). Default 16 MiB; `Infinity` always writes
+   * through the page cache, 0 makes every write direct.
    */
   directMinBytes?: number;
 }
@@ -95,7 +88,7 @@ export function writeViewsAt(
         const source = sources.get(run.file)!;
         if (source !== null && !buffers.slice(i, run.end).some(maybeModified)) {
           writeMemoryAt(fd, pending, pendingAt, directMin);
-          copyRange(source, run.offset, fd, at, run.length);
+          copyRange(source, run.offset, fd, at, run.length, { directMinBytes: directMin });
           at += run.length;
           pending = [];
           pendingAt = at;
