@@ -200,19 +200,23 @@ describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", {
       ),
     );
     assert.match(report, /default backend \(auto\): mmap/);
-    // The copy addon (copy_file_range) comes from its own prebuild too: one kernel copy, no buffered one.
+    // The copy addon (copy_file_range, direct copies) comes from its own prebuild too: one kernel copy, one direct
+    // copy, no buffered one.
     const copy = pathToFileURL(join(noScripts, "node_modules", "safetensors-ts", "dist", "io", "node-copy.js")).href;
     const probe = `import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
 const { copyRange, copyCounters } = await import(${JSON.stringify(copy)});
 writeFileSync("from.bin", "0123456789");
 const input = openSync("from.bin", "r"), output = openSync("to.bin", "w");
 copyRange(input, 2, output, 0, 5);
-closeSync(input); closeSync(output);
-console.log(JSON.stringify({ ...copyCounters, bytes: readFileSync("to.bin", "utf8") }));`;
+const direct = openSync("direct.bin", "w");
+copyRange(input, 0, direct, 0, 10, { directMinBytes: 0 });
+closeSync(input); closeSync(output); closeSync(direct);
+const bytes = readFileSync("to.bin", "utf8") + "/" + readFileSync("direct.bin", "utf8");
+console.log(JSON.stringify({ ...copyCounters, bytes }));`;
     const counters = JSON.parse(
       ok(run(process.execPath, ["--input-type=module", "-e", probe], noScripts), "copy probe"),
     );
-    assert.deepEqual(counters, { kernel: 1, buffered: 0, bytes: "23456" });
+    assert.deepEqual(counters, { kernel: 1, buffered: 0, direct: 1, bytes: "23456/0123456789" });
   });
 
   test("installed with install scripts: the install step finds the prebuild fits and builds nothing", (t) => {
