@@ -166,6 +166,36 @@ describe("native header scanner", { skip: scan ? false : "native addon not built
     trailing: fc.constantFrom(0, 0, 0, 1, -1),
   });
 
+  test("lookups by name in any order, repeated, and missing ones; dimensions past 2^30 kept exactly", () => {
+    const dims = [[3, 2 ** 30 + 7], [2 ** 31], [0, 5], [1, 1, 1, 1, 1, 2]];
+    let offset = 0;
+    const members = dims.map((shape, i) => {
+      const size = shape.reduce((a, b) => a * b, 1);
+      const member = `"t${i}":{"dtype":"U8","shape":[${shape.join(",")}],"data_offsets":[${offset},${offset + size}]}`;
+      offset += size;
+      return member;
+    });
+    const bytes = encoder.encode(`{${members.join(",")}}`);
+    const scanned = agree(bytes, 8 + bytes.length + offset);
+    assert.ok(scanned, "the scanner takes this header");
+    const expected = full(bytes, 8 + bytes.length + offset) as Header;
+    for (const order of [
+      [3, 1, 0, 2],
+      [2, 2, 3, 0, 0, 1],
+      [0, 1, 2, 3],
+    ]) {
+      const { tensors } = headerFromScan(scan!(bytes)!, bytes, 8 + bytes.length + offset)!;
+      for (const i of order) {
+        assert.equal(tensors.has(`t${i}`), true);
+        assert.deepStrictEqual(tensors.get(`t${i}`), expected.tensors.get(`t${i}`));
+        assert.equal(tensors.get(`t${i}x`), undefined);
+        assert.equal(tensors.has(`t${i + 4}`), false);
+      }
+    }
+    assert.deepStrictEqual(scanned.tensors.get("t1")!.shape, [2 ** 31]);
+    assert.ok(Object.isFrozen(scanned.tensors.get("t0")!.shape));
+  });
+
   test("agrees with the full reader on generated headers", () => {
     let taken = 0;
     fc.assert(
