@@ -191,6 +191,12 @@ async function saveCheckpoint(op: ShardedOp, into: string, plan: ReturnType<type
     return;
   }
   fs.writeFileSync(input, serialize(plan.tensors, plan.metadata));
+  const { status, stderr } = await shardCommand(input, into);
+  assert.equal(status, 0, stderr);
+}
+
+/** The `shard` command in this process: its exit status and what it wrote to stderr. */
+async function shardCommand(input: string, into: string): Promise<{ status: number; stderr: string }> {
   let stderr = "";
   const io = {
     stdout: () => {},
@@ -199,7 +205,7 @@ async function saveCheckpoint(op: ShardedOp, into: string, plan: ReturnType<type
     },
   };
   const status = await cli(["shard", input, into, "--max-shard-size", SHARD_SIZE], io);
-  assert.equal(status, 0, stderr);
+  return { status, stderr };
 }
 
 /**
@@ -316,6 +322,18 @@ function codeOf(fn: () => unknown): SafetensorErrorCode | "none" {
 
 const isRoot = process.getuid?.() === 0;
 
+/** saveFile and the streaming writer both refuse `target` with NotWritable. */
+function refusesWrites(target: string, plan: ReturnType<typeof planOf>): void {
+  assert.equal(
+    codeOf(() => saveFile(target, plan.tensors, plan.metadata)),
+    "NotWritable",
+  );
+  assert.equal(
+    codeOf(() => createWriter(target, plan.tensors, plan.metadata)),
+    "NotWritable",
+  );
+}
+
 /** Mount a tmpfs of `size` at a new directory (root only); null with the reason when that is not possible here. */
 function mountTmpfs(size: string): { dir: string; unmount: () => void } | string {
   if (process.platform !== "linux") return "tmpfs mounts need Linux";
@@ -404,16 +422,13 @@ describe("faults", () => {
     }
     try {
       const target = path.join(dir, "model.safetensors");
-      assert.equal(
-        codeOf(() => saveFile(target, plan.tensors, plan.metadata)),
-        "NotWritable",
-      );
-      assert.equal(
-        codeOf(() => createWriter(target, plan.tensors, plan.metadata)),
-        "NotWritable",
-      );
+      refusesWrites(target, plan);
       assert.equal(
         codeOf(() => saveFile(path.join(dir, "new.safetensors"), plan.tensors)),
+        "NotWritable",
+      );
+      assert.equal(
+        codeOf(() => saveSharded(path.join(dir, "checkpoint"), plan.tensors, { maxShardSize: SHARD_SIZE })),
         "NotWritable",
       );
       assert.deepEqual(fs.readdirSync(dir), ["model.safetensors"]);
@@ -421,5 +436,45 @@ describe("faults", () => {
     } finally {
       restore();
     }
+  });
+
+  test("an immutable directory (chattr +i) is NotWritable for every writer and stays as it was", async (t) => {
+    const chattr = spawnSync("chattr", ["--help"]);
+    if (chattr.error) return t.skip("chattr (e2fsprogs) is not installed");
+    const dir = fs.mkdtempSync(path.join(root, "immutable-"));
+    const checkpoint = path.join(dir, "checkpoint");
+    const old = writePlan(5, 40, 3000);
+    saveSharded(checkpoint, old.tensors, { maxShardSize: SHARD_SIZE });
+    fs.writeFileSync(path.join(dir, "model.safetensors"), "old");
+    const before = new Map([dir, checkpoint].map((d) => [d, fs.readdirSync(d).sort()]));
+    const locked = [dir, checkpoint].map((d) => spawnSync("chattr", ["+i", d], { encoding: "utf8" }));
+    const failed = locked.find((run) => run.status !== 0);
+    if (failed) {
+      for (const d of [dir, checkpoint]) spawnSync("chattr", ["-i", d]);
+      return t.skip(`chattr +i is not possible here: ${failed.stderr.trim()}`);
+    }
+    try {
+      const plan = planOf("save", 6);
+      const target = path.join(dir, "model.safetensors");
+      refusesWrites(target, plan);
+      // Over the old checkpoint, and into a new directory the immutable one would have to hold.
+      for (const into of [checkpoint, path.join(dir, "new-checkpoint")]) {
+        assert.equal(
+          codeOf(() => saveSharded(into, plan.tensors, { maxShardSize: SHARD_SIZE })),
+          "NotWritable",
+        );
+      }
+      const input = path.join(root, "immutable-input.safetensors");
+      fs.writeFileSync(input, serialize(plan.tensors, plan.metadata));
+      const { status, stderr } = await shardCommand(input, checkpoint);
+      assert.notEqual(status, 0);
+      assert.match(stderr, /NotWritable/);
+      for (const [d, names] of before) assert.deepEqual(fs.readdirSync(d).sort(), names);
+      assert.equal(fs.readFileSync(target, "utf8"), "old");
+    } finally {
+      for (const d of [dir, checkpoint]) spawnSync("chattr", ["-i", d]);
+    }
+    using opened = openSharded(checkpoint);
+    for (const [name, tensor] of old.tensors) assert.deepEqual(opened.getTensor(name).data, tensor.data);
   });
 });

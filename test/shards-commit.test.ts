@@ -5,7 +5,8 @@
  * that raced a commit opens again.
  */
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
+import mutableFs, * as fs from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
@@ -89,5 +90,52 @@ describe("checkpoint commits", () => {
     assert.deepEqual(fs.readdirSync(dir), ["model.safetensors"]);
     using opened = openSharded(dir);
     for (const [name, tensor] of tensorsAt(3)) assert.deepEqual(opened.getTensor(name).data, tensor.data);
+  });
+
+  /**
+   * Runs `commit` (a whole save into the directory) inside the reader's open, just before it resolves the path of its
+   * second shard: the reader then holds the old index and a shard of the old set, and finds the rest new (or gone).
+   */
+  function openRacing(dir: string, commit: () => void): ReturnType<typeof openSharded> {
+    // The module object (its named exports follow it after syncBuiltinESMExports), as the crash tests' child does.
+    const realpathSync = mutableFs.realpathSync;
+    const restore = () => {
+      mutableFs.realpathSync = realpathSync;
+      syncBuiltinESMExports();
+    };
+    let raced = false;
+    mutableFs.realpathSync = ((...args: Parameters<typeof fs.realpathSync>) => {
+      if (!raced && String(args[0]).endsWith("model-00002-of-00003.safetensors")) {
+        raced = true;
+        restore();
+        commit();
+      }
+      return realpathSync(...args);
+    }) as typeof fs.realpathSync;
+    syncBuiltinESMExports();
+    try {
+      return openSharded(dir);
+    } finally {
+      restore();
+      assert.ok(raced, "the reader never reached its second shard: the race did not happen");
+    }
+  }
+
+  test("a reader that races a commit of the same layout opens again and reads only the new checkpoint", () => {
+    const dir = freshDir();
+    save(dir, 1);
+    // Same names, shapes and shard files at another step: the mixed set passes every index check.
+    using opened = openRacing(dir, () => save(dir, 2));
+    for (const [name, tensor] of tensorsAt(2)) assert.deepEqual(opened.getTensor(name).data, tensor.data);
+  });
+
+  test("a reader that races a commit of another layout opens again instead of failing", () => {
+    const dir = freshDir();
+    save(dir, 1);
+    // Two shards instead of three: the old index names shard files that the commit removes under the reader.
+    const next = tensorsAt(4);
+    using opened = openRacing(dir, () => saveSharded(dir, next, { maxShardSize: "100KB" }));
+    assert.deepEqual(opened.keys().sort(), [...next.keys()].sort());
+    for (const [name, tensor] of next) assert.deepEqual(opened.getTensor(name).data, tensor.data);
   });
 });

@@ -47,8 +47,11 @@ function resolveTarget(target: string): { file: string; existingMode: number | n
 
 /** errno names that mean "no room": a full disk, a quota, or the process's file size limit (RLIMIT_FSIZE). */
 const NO_SPACE = new Set(["ENOSPC", "EDQUOT", "EFBIG"]);
-/** errno names that mean the directory (or file system) does not let us write. */
-const NOT_WRITABLE = new Set(["EACCES", "EROFS"]);
+/**
+ * errno names that mean the directory (or file system) does not let us write: permissions, a read-only mount, an
+ * immutable or append-only directory (`chattr +i` / `+a`: EPERM, also for root).
+ */
+const NOT_WRITABLE = new Set(["EACCES", "EROFS", "EPERM"]);
 
 /** `ioError`, with the write failures a caller can act on given their own codes (`DiskFull`, `NotWritable`). */
 export function writeError(error: unknown, what: string): SafetensorError {

@@ -9,7 +9,7 @@ import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import type { MetadataInput, NamedTensors, TensorLike } from "../format/serialize.js";
 import { ioError } from "../io/node-file.js";
-import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "../io/node-write.js";
+import { type AtomicWriteOptions, writeAllAt, writeError, writeFileAtomic } from "../io/node-write.js";
 import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node-files.js";
 import type { Tensor } from "../tensor.js";
 import {
@@ -59,7 +59,15 @@ export class ShardedFile extends ShardedView<SafetensorsFile> {
       rollForward(directory);
       const { indexPath } = locateIndex(target);
       const before = checkpointStamp(directory, indexPath);
-      const opened = ShardedFile.#open(target, options);
+      let opened: ShardedFile;
+      try {
+        opened = ShardedFile.#open(target, options);
+      } catch (error) {
+        // A commit under the open can remove shards the old index names, or pair it with shards it does not
+        // describe: an error then says nothing about the checkpoint, so open again.
+        if (checkpointStamp(directory, indexPath) === before || attempt === OPEN_ATTEMPTS) throw error;
+        continue;
+      }
       if (checkpointStamp(directory, indexPath) === before) return opened;
       opened.close();
       if (attempt === OPEN_ATTEMPTS) {
@@ -336,7 +344,18 @@ export function commitCheckpoint(
   try {
     fs.mkdirSync(dir, { recursive: true });
   } catch (error) {
-    throw ioError(error, `cannot create ${dir}`);
+    // Node's recursive mkdir says ENOENT when its last step failed otherwise (EROFS on a read-only mount, measured
+    // with Node 20): once more without recursion gives the real cause.
+    let cause: unknown = error;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && fs.existsSync(path.dirname(dir))) {
+      try {
+        fs.mkdirSync(dir);
+        cause = null;
+      } catch (again) {
+        cause = again;
+      }
+    }
+    if (cause !== null) throw writeError(cause, `cannot create ${dir}`);
   }
   const pattern = options.filenamePattern ?? DEFAULT_FILENAME_PATTERN;
   const indexName = options.indexName ?? indexNameOf(pattern);

@@ -17,7 +17,7 @@
  * into the directory and every `openSharded`. Replaying is idempotent, so two processes may do it at once.
  *
  * A reader sees a consistent set: `openSharded` rolls a pending record forward first, and retries an open during
- * which a commit started or finished (a record appeared, or the index file was replaced).
+ * which a commit started or finished (a record appeared, or the index file was replaced), also one that failed then.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
