@@ -13,7 +13,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, test } from "node:test";
 import fc from "fast-check";
 import { crc32c } from "../src/edit/crc32c.js";
-import { encodeJournal } from "../src/edit/journal.js";
+import { encodeJournal, splitRanges } from "../src/edit/journal.js";
 import { loadNative } from "../src/io/native.js";
 import { journalPathFor, openForEdit, recoverFile, type SafetensorErrorCode, saveFile, Tensor } from "../src/node.js";
 import { hasCode } from "./helpers/errors.js";
@@ -173,4 +173,15 @@ test("a version 2 journal left by an earlier version still rolls back; a damaged
   fs.writeFileSync(journalPathFor(file), damaged);
   throwsCode(() => recoverFile(file), "JournalCorrupt");
   assert.equal(sha(new Uint8Array(fs.readFileSync(file))), sha(edited), "the file is left as it is");
+});
+
+test("ranges longer than a record may be are journaled as several records (recovery refuses longer ones)", () => {
+  const offsets = new Float64Array([0, 100, 1000]);
+  const lengths = new Float64Array([10, 25, 10]);
+  assert.deepEqual(splitRanges(offsets, lengths, 10), [
+    new Float64Array([0, 100, 110, 120, 1000]),
+    new Float64Array([10, 10, 10, 5, 10]),
+  ]);
+  const same = splitRanges(offsets, lengths);
+  assert.ok(same[0] === offsets && same[1] === lengths, "nothing to cut: the same arrays");
 });

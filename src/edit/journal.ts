@@ -179,6 +179,7 @@ export class JournalWriter {
   #crc: number;
   #head: Uint8Array;
   #records = 0;
+  readonly #path: string;
 
   private constructor(
     readonly file: string,
@@ -188,6 +189,7 @@ export class JournalWriter {
   ) {
     this.#head = head;
     this.#crc = crc;
+    this.#path = journalPathFor(file);
   }
 
   /** The journal of `file` (of `fileSize` bytes) for an edit in `group`; created on disk by its first records. */
@@ -205,6 +207,7 @@ export class JournalWriter {
    * disjoint, non-empty), read from the file itself: with the addon straight from the page cache to the journal.
    */
   appendRanges(fd: number, offsets: Float64Array, lengths: Float64Array): void {
+    [offsets, lengths] = splitRanges(offsets, lengths);
     const native = editNative();
     if (native === null) {
       const records: JournalRecord[] = [];
@@ -245,7 +248,7 @@ export class JournalWriter {
    * is removed again (no data was written for it). `length`: the records' bytes (0: measured from the file).
    */
   #write(length: number, count: number, write: (fd: number, at: number, prefix: Uint8Array) => number): void {
-    const journalPath = journalPathFor(this.file);
+    const journalPath = this.#path;
     const creating = this.#fd === null;
     try {
       if (creating) this.#fd = openExclusive(journalPath);
@@ -275,6 +278,30 @@ export class JournalWriter {
 }
 
 const EMPTY = new Uint8Array(0);
+
+/**
+ * The ranges with every one longer than `max` cut into records of at most `max` bytes (recovery reads a record into
+ * memory at once and refuses longer ones, so a journal never holds one). The same arrays when none is.
+ */
+export function splitRanges(
+  offsets: Float64Array,
+  lengths: Float64Array,
+  max = MAX_RECORD_BYTES,
+): [Float64Array, Float64Array] {
+  let count = 0;
+  for (let i = 0; i < lengths.length; i++) count += Math.ceil(lengths[i]! / max);
+  if (count === lengths.length) return [offsets, lengths];
+  const cutOffsets = new Float64Array(count);
+  const cutLengths = new Float64Array(count);
+  let k = 0;
+  for (let i = 0; i < lengths.length; i++) {
+    for (let done = 0; done < lengths[i]!; done += max, k++) {
+      cutOffsets[k] = offsets[i]! + done;
+      cutLengths[k] = Math.min(max, lengths[i]! - done);
+    }
+  }
+  return [cutOffsets, cutLengths];
+}
 const EXCLUSIVE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL;
 
 /** Create the journal, refusing to replace one that exists (another edit's, in progress or interrupted). */
