@@ -11,7 +11,8 @@
  * measured on a 2-vCPU VM, 2.37 GiB from anonymous memory: buffered pwrite 4.0-7.3 s (all of it in
  * copy_folio_from_iter_atomic, the copy into new page-cache pages; the same write over pages already cached took
  * 0.36 s), O_DIRECT 0.84-1.2 s. A page of the output is written from the caller's memory where that memory has the
- * page's alignment (the loader places owned data so), else gathered into a 4 MiB bounce buffer per thread first (4 MiB: the largest request of the usual block device).
+ * page's alignment (the loader places owned data so), in 16 MiB writes, else gathered into a 4 MiB bounce buffer per
+ * thread first.
  * Four threads keep several writes in flight (each direct write waits for the device).
  *
  * The descriptor's O_DIRECT flag is set for the call and restored after it. EINVAL means "direct I/O is not
@@ -34,8 +35,11 @@
 
 /* Offset and memory alignment of every direct write: a page, which every Linux block device accepts. */
 #define ALIGN ((uint64_t)4096)
-/* Bytes per direct write (and per bounce buffer). */
-#define CHUNK ((uint64_t)4 << 20)
+/* Bytes per direct write straight from memory: 16 MiB measured 1.13-1.32 s for 2.37 GiB, 4 MiB 1.29-1.37 s. */
+#define CHUNK ((uint64_t)16 << 20)
+/* Bytes per bounce buffer (and per write from it): the largest request of the usual block device, 4 threads' worth
+ * kept small for the byte-copy commands' memory. */
+#define BOUNCE ((uint64_t)4 << 20)
 /* Writer threads, the calling one included. */
 #define THREADS 4
 /* Largest buffered write of the partial pages at the ends (two pages at most, in pieces). */
@@ -135,17 +139,18 @@ static void *writer(void *arg) {
       direct = at + length <= s->at + s->length && (uintptr_t)from % ALIGN == 0;
     }
     int err = 0;
-    if (!direct) {
-      if (bounce == NULL && posix_memalign((void **)&bounce, ALIGN, CHUNK) != 0) {
-        bounce = NULL;
-        int none = 0;
-        atomic_compare_exchange_strong(&j->err, &none, ENOMEM);
-        break;
+    if (direct) {
+      err = write_all(j->fd, from, length, at);
+    } else if (bounce == NULL && posix_memalign((void **)&bounce, ALIGN, BOUNCE) != 0) {
+      bounce = NULL;
+      err = ENOMEM;
+    } else {
+      for (uint64_t done = 0; done < length && err == 0; done += BOUNCE) {
+        uint64_t take = length - done < BOUNCE ? length - done : BOUNCE;
+        err = fill(j, at + done, take, bounce);
+        if (err == 0) err = write_all(j->fd, bounce, take, at + done);
       }
-      err = fill(j, at, length, bounce);
-      from = bounce;
     }
-    if (err == 0) err = write_all(j->fd, from, length, at);
     if (err != 0) {
       int none = 0;
       atomic_compare_exchange_strong(&j->err, &none, err);

@@ -79,10 +79,10 @@ describe("saveFile with direct writes", () => {
     const before = counted();
     saveFile(out, loaded, { a: "b" }, { directMinBytes: 0 });
     assert.deepEqual(fs.readFileSync(out), fs.readFileSync(source));
-    // Every 4 MiB chunk of direct writes but the first (which holds the header) comes straight from memory: all
-    // whole pages past the first 4 MiB.
+    // Every 16 MiB chunk of direct writes but the first (which holds the header) comes straight from memory: all
+    // whole pages past the first 16 MiB.
     const size = fs.statSync(out).size;
-    assert.equal(directCounters.fromMemory - before.fromMemory, Math.floor(size / 4096) * 4096 - (4 << 20));
+    assert.equal(directCounters.fromMemory - before.fromMemory, Math.floor(size / 4096) * 4096 - (16 << 20));
   });
 
   test("after a file-to-file copy, memory written from an unaligned position keeps every byte", (t) => {

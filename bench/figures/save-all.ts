@@ -87,7 +87,7 @@ def finish(ctx, state, value):
  * saveFile therefore writes large runs from memory with O_DIRECT (native/direct_write.c): no page-cache page is
  * allocated, the bytes go from the tensors to the device (0.82-1.03 s in 3 interleaved runs, cp 0.91-1.04 s; the
  * data is on the device when the save returns, which cp does not promise). loadFile's pread path places each group
- * at the file's page alignment, so the save writes straight from it (only the first 4 MiB, holding the header, go
+ * at the file's page alignment, so the save writes straight from it (only the first 16 MiB, holding the header, go
  * through a bounce buffer). `save_views` is the like-for-like figure for cp: tensors that
  * are views of the file, which saveFile copies file to file as cp does.
  */
