@@ -3,7 +3,6 @@
  * eager loading (incl. grouping into several buffers), files > 4 GiB and a tensor > 2 GiB (sparse files).
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -11,6 +10,7 @@ import { after, describe, test } from "node:test";
 import { loadNative } from "../src/io/native.js";
 import { isSafetensorError, loadFile, openFile, SafetensorError, saveFile, serialize, Tensor } from "../src/node.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { runWithoutAddon } from "./helpers/no-addon.js";
 
 const backends = loadNative() ? (["pread", "mmap"] as const) : (["pread"] as const);
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-file-"));
@@ -217,13 +217,7 @@ describe("backend selection", () => {
       try { openFile(${JSON.stringify(path.join(repoRoot, "examples/tiny-llama.safetensors"))}, { backend: "mmap" }); }
       catch (error) { mmap = error.code; }
       console.log(JSON.stringify({ auto: file.backend, mmap }));`;
-    const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-      cwd: repoRoot,
-      env: { ...process.env, SAFETENSORS_NO_NATIVE: "1" },
-      encoding: "utf8",
-    });
-    assert.equal(run.status, 0, run.stderr);
-    assert.deepEqual(JSON.parse(run.stdout), { auto: "pread", mmap: "BackendUnavailable" });
+    assert.deepEqual(runWithoutAddon(script), { auto: "pread", mmap: "BackendUnavailable" });
   });
 
   test("SafetensorError is exported and carries its code", () => {

@@ -7,14 +7,13 @@
  * (`journalPathFor`).
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, describe, test } from "node:test";
 import { loadNative, type NativeAddon } from "../src/io/native.js";
 import { isSafetensorError, journalPathFor, loadFile, openFile, saveFile, Tensor } from "../src/node.js";
-import { repoRoot } from "./helpers/corpus.js";
+import { runWithoutAddon } from "./helpers/no-addon.js";
 
 const backends = loadNative() ? (["pread", "mmap"] as const) : (["pread"] as const);
 const tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "st-journal-")));
@@ -207,13 +206,7 @@ test("without the addon the JavaScript check applies every policy", () => {
     openFile(${JSON.stringify(file)}).close();
     loadFile(${JSON.stringify(file)});
     setImmediate(() => console.log(JSON.stringify({ codes, warnings, backend: openFile(${JSON.stringify(file)}, { interruptedEdit: "ignore" }).backend })));`;
-  const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-    cwd: repoRoot,
-    env: { ...process.env, SAFETENSORS_NO_NATIVE: "1" },
-    encoding: "utf8",
-  });
-  assert.equal(run.status, 0, run.stderr);
-  assert.deepEqual(JSON.parse(run.stdout), {
+  assert.deepEqual(runWithoutAddon(script), {
     codes: ["InterruptedEdit", "InterruptedEdit"],
     warnings: 1,
     backend: "pread",

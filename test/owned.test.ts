@@ -5,7 +5,6 @@
  * lifetime, and the route an older addon without it takes.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -14,7 +13,7 @@ import { after, describe, test } from "node:test";
 import { freeHuge, loadNative } from "../src/io/native.js";
 import { ownedPageChoice, readOwnedFrom } from "../src/io/node-owned.js";
 import { isSafetensorError, openFile, saveFile, Tensor } from "../src/node.js";
-import { repoRoot } from "./helpers/corpus.js";
+import { runWithoutAddon } from "./helpers/no-addon.js";
 
 const native = loadNative();
 const backends = native ? (["pread", "mmap"] as const) : (["pread"] as const);
@@ -149,13 +148,7 @@ describe("owned copies are private", () => {
       fs.truncateSync(${JSON.stringify(file)}, 0);
       const sha = createHash("sha256").update(owned).digest("hex");
       console.log(JSON.stringify({ backend: opened.backend, native: nativeStatus().available, sha }));`;
-    const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-      cwd: repoRoot,
-      env: { ...process.env, SAFETENSORS_NO_NATIVE: "1" },
-      encoding: "utf8",
-    });
-    assert.equal(run.status, 0, run.stderr);
-    assert.deepEqual(JSON.parse(run.stdout), {
+    assert.deepEqual(runWithoutAddon(script), {
       backend: "pread",
       native: false,
       sha: createHash("sha256").update(big).digest("hex"),

@@ -1,0 +1,18 @@
+/** Child processes that run without the native addon, for the pure-JS fallbacks' tests. */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { repoRoot } from "./corpus.js";
+
+/**
+ * Run the ES module `script` in a fresh node (through tsx, from the repository root) with the addon disabled
+ * (`SAFETENSORS_NO_NATIVE=1`); it must exit 0, and what it printed on standard output is parsed as JSON.
+ */
+export function runWithoutAddon(script: string): unknown {
+  const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    cwd: repoRoot,
+    env: { ...process.env, SAFETENSORS_NO_NATIVE: "1" },
+    encoding: "utf8",
+  });
+  assert.equal(run.status, 0, run.stderr);
+  return JSON.parse(run.stdout);
+}
