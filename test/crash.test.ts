@@ -73,10 +73,10 @@ after(() => {
   fs.rmSync(root, { recursive: true, force: true });
 });
 
-type Op = "save" | "stream";
+type Op = "save" | "save-direct" | "stream";
 
 function planOf(op: Op, seed: number) {
-  return op === "save" ? writePlan(seed, 1500, 600) : writePlan(seed, 12, 40_000);
+  return op === "stream" ? writePlan(seed, 12, 40_000) : writePlan(seed, 1500, 600);
 }
 
 const temps = (dir: string) => fs.readdirSync(dir).filter((name) => name.includes(TEMP));
@@ -136,7 +136,7 @@ async function trial(op: Op, seed: number): Promise<Outcome> {
   const old = seed % 3 === 0 ? null : serialize(planOf(op, seed + 1_000_000).tensors, { old: "yes" });
   if (old) fs.writeFileSync(target, old);
   // saveFile stops at ~6 points (create, 2 vectored writes, chmod, close, rename); the streaming writer at ~40.
-  const killAt = op === "save" ? (seed * 5) % 8 : (seed * 7) % 44;
+  const killAt = op === "stream" ? (seed * 7) % 44 : (seed * 5) % 8;
 
   const { killed, code, stdout, stderr } = await runChild(op, target, seed, killAt, seed % 2 === 1);
   if (!killed) assert.equal(code, 0, `child failed: ${stdout} ${stderr}`);
@@ -271,17 +271,18 @@ async function trials(op: Op | ShardedOp, seeds: number[], parallel = 4): Promis
   return outcomes;
 }
 
-/** Per writer: 4 x 18 = 72 trials (each a process start, ~0.1 s of CPU). */
+/** Per writer: 5 x 18 = 90 trials (each a process start, ~0.1 s of CPU). */
 const TRIALS = 18;
 
 describe("SIGKILL at random points", () => {
   const label = {
     save: "saveFile: every file is old/absent or complete",
+    "save-direct": "saveFile writing every tensor with direct I/O: every file is old/absent or complete",
     stream: "streaming writer: every file is old/absent or complete",
     sharded: "saveSharded: the directory is the old checkpoint or the new one, never a mix",
     shard: "the shard command: the directory is the old checkpoint or the new one, never a mix",
   };
-  for (const op of ["save", "stream", "sharded", "shard"] as const) {
+  for (const op of ["save", "save-direct", "stream", "sharded", "shard"] as const) {
     test(`${TRIALS} kills, ${label[op]}`, async () => {
       const seeds = Array.from({ length: TRIALS }, (_, i) => i + 1);
       const outcomes = await trials(op, seeds);
