@@ -99,8 +99,9 @@ if (process.env.ST_EDIT_CRASH_CHILD !== undefined) {
   let writes = 0;
   hookWrites(() => {
     fs.writeSync(1, ".");
-    // Wait here for the kill (60 s at most: a parent that never kills makes the test fail, not hang).
-    if (++writes === stopAt) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000);
+    // Wait here for the kill (5 min at most: a parent that never kills makes the test fail, not hang). 60 s was
+    // reached once while real-time processes of a benchmark held both cores of a 2-core machine.
+    if (++writes === stopAt) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300_000);
   });
   runEdits(file, 0);
   process.exit(0);
