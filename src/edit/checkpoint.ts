@@ -7,7 +7,7 @@ import * as path from "node:path";
 import { SafetensorsFile } from "../file.js";
 import type { Dtype } from "../format/dtypes.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
-import { ioError, PreadSource } from "../io/node-file.js";
+import { ioError, openForReading, PreadSource } from "../io/node-file.js";
 import type { ShardIndex } from "../shards/index.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
 
@@ -53,12 +53,7 @@ export function identity(stat: fs.Stats): string {
 }
 
 function openInputFile(file: string, name: string, files: SafetensorsFile[]): { input: InputFile; id: string } {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, "r");
-  } catch (error) {
-    throw ioError(error, `cannot open ${file}`);
-  }
+  const fd = openForReading(file);
   let stat: fs.Stats;
   try {
     stat = fs.fstatSync(fd);

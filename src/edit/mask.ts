@@ -20,7 +20,7 @@ import type { Dtype } from "../format/dtypes.js";
 import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
-import { ioError, preadInto } from "../io/node-file.js";
+import { openForReading, preadInto } from "../io/node-file.js";
 import { openFile } from "../node-files.js";
 import { type BitOrder, checkMaskable, keepOf, keepOfPacked, type MaskMode, maskElements } from "./mask-kernel.js";
 import { type EditHandle, type EditOptions, openForEdit } from "./region.js";
@@ -152,12 +152,7 @@ export function applyMask(target: string, maskPath: string, options: ApplyMaskOp
     return planOne(name, weight, masks.info(name));
   });
   checkDiskSpace(editor, plans);
-  let maskFd: number;
-  try {
-    maskFd = fs.openSync(maskPath, "r");
-  } catch (error) {
-    throw ioError(error, `cannot open ${maskPath}`);
-  }
+  const maskFd = openForReading(maskPath);
   const results: MaskedTensor[] = [];
   let bytesWritten = 0;
   try {

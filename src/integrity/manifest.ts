@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { isSafetensorError } from "../format/errors.js";
-import { ioError } from "../io/node-file.js";
+import { openForReading } from "../io/node-file.js";
 import { checkShardPath } from "../shards/index-json.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
 import { diffMetadata, type MetadataDiff } from "./diff.js";
@@ -53,12 +53,7 @@ function safetensorsEntry(file: string, name: string): ManifestFile {
 
 /** Size and SHA-256 of any file, or the error that kept it from being read. */
 function plainDigest(file: string): { size: number; sha256: string } {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, "r");
-  } catch (error) {
-    throw ioError(error, `cannot open ${file}`);
-  }
+  const fd = openForReading(file);
   try {
     const size = fs.fstatSync(fd).size;
     return { size, sha256: sha256OfDescriptor(fd, size, file) };

@@ -29,12 +29,7 @@ function headToKeep(head: Uint8Array, size: number): number {
 export function openWithHead(path: string, journal = false): OpenedFile {
   const native = openHead(path, HEAD_BYTES, headToKeep, journal);
   if (native) return native;
-  let fd: number;
-  try {
-    fd = fs.openSync(path, "r");
-  } catch (error) {
-    throw ioError(error, `cannot open ${path}`);
-  }
+  const fd = openForReading(path);
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
@@ -44,6 +39,15 @@ export function openWithHead(path: string, journal = false): OpenedFile {
   } catch (error) {
     fs.closeSync(fd);
     throw ioError(error, `cannot read ${path}`);
+  }
+}
+
+/** `fs.openSync(path, "r")`; its failure is an IoError (or the errno's own code) naming the file. */
+export function openForReading(path: string): number {
+  try {
+    return fs.openSync(path, "r");
+  } catch (error) {
+    throw ioError(error, `cannot open ${path}`);
   }
 }
 

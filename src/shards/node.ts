@@ -8,7 +8,7 @@ import type { GetTensorOptions, SafetensorsFile, TensorSlice } from "../file.js"
 import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import type { MetadataInput, NamedTensors, TensorLike } from "../format/serialize.js";
-import { ioError } from "../io/node-file.js";
+import { ioError, openForReading } from "../io/node-file.js";
 import { type AtomicWriteOptions, writeAllAt, writeError, writeFileAtomic } from "../io/node-write.js";
 import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node-files.js";
 import type { Tensor } from "../tensor.js";
@@ -192,12 +192,7 @@ function locateIndex(target: string): { indexPath: string | null; single: string
 
 /** Read and parse an index file (strict: see parseIndex), at most `maxBytes`. */
 export function readIndex(indexPath: string, maxBytes: number): ShardIndex {
-  let fd: number;
-  try {
-    fd = fs.openSync(indexPath, "r");
-  } catch (error) {
-    throw ioError(error, `cannot open ${indexPath}`);
-  }
+  const fd = openForReading(indexPath);
   try {
     const size = fs.fstatSync(fd).size;
     if (size > maxBytes) {
