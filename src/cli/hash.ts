@@ -1,6 +1,6 @@
 /**
  * `safetensors hash`: SHA-256 of each file (sha256sum's format), of each tensor's bytes and the ecosystem's digests
- * (AutoV2, kohya's sshs_model_hash...), in one pass (`src/integrity/digests.ts`).
+ * (AutoV2, kohya's sshs_model_hash...), in one read of the file (`src/integrity/digests.ts`).
  */
 import * as fs from "node:fs";
 import type { AsyncSafetensorsFile } from "../async-file.js";
@@ -124,7 +124,9 @@ async function run(
   let status = 0;
   for (const name of names) {
     try {
-      const digests = await hashInput(name, backend, { ecosystem });
+      // --json always carries the ecosystem's digests (they come from the same read; the third SHA-256 stream runs
+      // on its own thread). Plain text prints them only when asked: by default it is exactly sha256sum's output.
+      const digests = await hashInput(name, backend, { ecosystem: ecosystem || json });
       if (!json) io.stdout(text(digests, tensors));
       else if (several) jsonEntries.push(jsonOf(digests, true));
       else io.stdout(`${jsonOf(digests, false)}\n`);
@@ -148,21 +150,22 @@ hf://, s3://) is streamed with a few reads in flight.
 
 Text output is sha256sum's: "DIGEST  FILE" per file, names with a backslash or newline escaped as sha256sum does,
 so "safetensors hash *.safetensors > SUMS; sha256sum -c SUMS" works. --tensors adds "# tensor DIGEST  NAME" lines
-after each file's line: comments to sha256sum -c. --ecosystem adds "# KEY VALUE" comment lines with the digests
-other tools identify files by: autov2 (A1111/Civitai AutoV2: the first 10 hex digits of the file's SHA-256),
+after each file's line: comments to sha256sum -c. --ecosystem adds "# KEY VALUE" comment lines (also comments to
+sha256sum -c) with the digests other tools identify files by: autov2 (A1111/Civitai AutoV2: the first 10 hex digits of the file's SHA-256),
 sshs_model_hash (kohya sd-scripts / sd-webui-additional-networks: SHA-256 of the bytes after the header, from 8 + N to
 the end, so metadata edits keep it), modelspec_hash_sha256 ("0x" + the same), autov1 and sshs_legacy_hash (the first
 8 hex digits of the SHA-256 of the 64 KiB at byte 0x100000), data_sha256 (the same as sshs_model_hash). Every digest
-comes from the same single pass; --ecosystem costs a third SHA-256 stream over the data (~1.5x the hashing time).
+comes from the same single read of the file; from 64 MiB on, the tensors' and the data region's SHA-256 run on
+worker threads beside the file's.
 
---json with one FILE prints {"file_sha256","tensors":{NAME:DIGEST}} (tensors in file order), with --ecosystem
-{"file_sha256","data_sha256","autov1","autov2","sshs_model_hash","sshs_legacy_hash","modelspec_hash_sha256","tensors"};
-with several FILEs, an array of the same with "file" first (or {"file","error":{"code","message"}} for a file that failed).
+--json with one FILE prints {"file_sha256","data_sha256","autov1","autov2","sshs_model_hash","sshs_legacy_hash",
+"modelspec_hash_sha256","tensors":{NAME:DIGEST}} (tensors in file order; the ecosystem's digests always, --ecosystem
+or not); with several FILEs, an array of the same with "file" first (or {"file","error":{"code","message"}} for a file that failed).
 Exit status 1 when any file fails; the others are still hashed.`,
   options: {
     tensors: { type: "boolean", help: "also print each tensor's digest (as # comment lines)" },
-    ecosystem: { type: "boolean", help: "also AutoV1/AutoV2, sshs_model_hash, modelspec.hash_sha256 (text and JSON)" },
-    json: { type: "boolean", help: "print JSON (always includes the tensors)" },
+    ecosystem: { type: "boolean", help: "text: also AutoV1/AutoV2, sshs_model_hash, modelspec.hash_sha256 lines" },
+    json: { type: "boolean", help: "print JSON (always includes the tensors and the ecosystem's digests)" },
   },
   run({ values, positionals }, { io, backend }) {
     if (positionals.length === 0) throw new UsageError("hash takes one or more FILEs");

@@ -1,5 +1,6 @@
 /**
- * Every digest of a safetensors file in one pass over its bytes, in order: the whole file's SHA-256, the SHA-256 of
+ * Every digest of a safetensors file from one read of its bytes, in order (large local files: on worker threads fed
+ * from the same reads, `digest-lanes.ts`): the whole file's SHA-256, the SHA-256 of
  * each tensor's bytes (tensors tile the data region in offset order, so each byte goes to exactly one tensor), and the
  * digests other tools identify files by:
  *
@@ -13,10 +14,12 @@
  *
  * Node-only (node:crypto).
  */
-import { createHash, type Hash } from "node:crypto";
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import type { Header, TensorInfo } from "../format/header.js";
+import type { Header } from "../format/header.js";
+import { hashLanes } from "./digest-lanes.js";
+import { type SegmentDigests, segmentDigests } from "./segments.js";
 
 export interface FileDigests {
   /** Bytes hashed: the file's length. */
@@ -42,38 +45,93 @@ export interface EcosystemDigests {
 
 export interface DigestOptions {
   /**
-   * Also compute the ecosystem's digests. Off by default: the data region's SHA-256 is a third SHA-256 stream over
-   * nearly every byte (whole file and tensor digests are the other two), ~1.5x the hashing time.
+   * Also compute the ecosystem's digests. Off by default in the library: the data region's SHA-256 is a third
+   * SHA-256 stream over nearly every byte (the whole file's and the tensors' are the other two).
    */
   ecosystem?: boolean;
+  /**
+   * Local files with at least this many bytes are hashed with the whole file's SHA-256 on this thread and the
+   * tensors' (and the data region's) each on a worker thread, all fed from the same reads (default 64 MiB;
+   * `Infinity`: never). SHA-256 is the cost (~1 GB/s a stream here; the reads from the page cache are a few
+   * percent), so the streams on 2 cores take the time of one or two instead of two or three; a worker costs
+   * ~30 ms to start, hence the floor.
+   */
+  parallelFrom?: number;
 }
 
 const LEGACY_START = 0x100000;
 const LEGACY_END = LEGACY_START + 0x10000;
+const DEFAULT_PARALLEL_FROM = 64 << 20;
+
+/** The byte ranges each digest covers, as `segmentDigests` bounds; `data` only with the ecosystem's digests. */
+interface LaneBounds {
+  readonly whole: number[];
+  readonly legacy: number[] | null;
+  readonly data: number[] | null;
+  readonly tensors: number[];
+}
+
+function laneBounds(header: Header, ecosystem: boolean): LaneBounds {
+  const length = header.fileLength;
+  const tensors: number[] = [];
+  for (const info of header.tensors.values()) {
+    tensors.push(header.dataStart + info.dataOffsets[0], header.dataStart + info.dataOffsets[1]);
+  }
+  return {
+    whole: [0, length],
+    legacy: ecosystem ? [Math.min(LEGACY_START, length), Math.min(LEGACY_END, length)] : null,
+    data: ecosystem ? [header.dataStart, length] : null,
+    tensors,
+  };
+}
+
+/** The digests from each lane's output. */
+function assemble(
+  header: Header,
+  size: number,
+  whole: string,
+  tensors: readonly string[],
+  data?: string,
+  legacy?: string,
+) {
+  const names = [...header.tensors.keys()];
+  const byName = new Map(names.map((name, i) => [name, tensors[i]!]));
+  const digests = { size, sha256: whole, tensors: byName };
+  if (data === undefined || legacy === undefined) return digests;
+  const short = legacy.slice(0, 8);
+  const ecosystem: EcosystemDigests = {
+    data_sha256: data,
+    autov1: short,
+    autov2: whole.slice(0, 10),
+    sshs_model_hash: data,
+    sshs_legacy_hash: short,
+    modelspec_hash_sha256: `0x${data}`,
+  };
+  return { ...digests, ecosystem };
+}
+
+const sha256 = () => createHash("sha256");
 
 /**
  * Digests of a file whose bytes arrive in order from byte 0 (the size prefix and header first), in chunks of any
- * size. `finish()` checks that exactly the file's length arrived.
+ * size, all on this thread. `finish()` checks that exactly the file's length arrived.
  */
 export class FileDigester {
   readonly #header: Header;
-  readonly #infos: readonly TensorInfo[];
-  readonly #whole = createHash("sha256");
-  /** The data region's and the legacy window's hashes, when the ecosystem's digests are asked for. */
-  readonly #data: Hash | null;
-  readonly #legacy: Hash | null;
-  readonly #tensors = new Map<string, string>();
-  #current = 0;
-  #tensor: Hash = createHash("sha256");
+  readonly #whole: SegmentDigests;
+  readonly #legacy: SegmentDigests | null;
+  readonly #data: SegmentDigests | null;
+  readonly #tensors: SegmentDigests;
   /** Bytes of the file seen so far. */
   #at = 0;
 
   constructor(header: Header, options: DigestOptions = {}) {
     this.#header = header;
-    this.#data = options.ecosystem ? createHash("sha256") : null;
-    this.#legacy = options.ecosystem ? createHash("sha256") : null;
-    this.#infos = [...header.tensors.values()];
-    this.#finishEnded();
+    const bounds = laneBounds(header, options.ecosystem ?? false);
+    this.#whole = segmentDigests(sha256, bounds.whole);
+    this.#legacy = bounds.legacy && segmentDigests(sha256, bounds.legacy);
+    this.#data = bounds.data && segmentDigests(sha256, bounds.data);
+    this.#tensors = segmentDigests(sha256, bounds.tensors);
   }
 
   /** Where the next byte is in the file. */
@@ -83,65 +141,32 @@ export class FileDigester {
 
   update(bytes: Uint8Array): void {
     const start = this.#at;
-    const end = start + bytes.length;
-    if (end > this.#header.fileLength) {
+    if (start + bytes.length > this.#header.fileLength) {
       throw new SafetensorError("IoError", `more bytes than the file's ${this.#header.fileLength} arrived`);
     }
-    this.#whole.update(bytes);
-    if (this.#legacy && end > LEGACY_START && start < LEGACY_END) {
-      this.#legacy.update(
-        bytes.subarray(Math.max(0, LEGACY_START - start), Math.min(bytes.length, LEGACY_END - start)),
-      );
-    }
-    const dataStart = this.#header.dataStart;
-    if (end < dataStart) {
-      this.#at = end;
-      return;
-    }
-    let i = Math.max(0, dataStart - start);
-    if (this.#data && i < bytes.length) this.#data.update(i === 0 ? bytes : bytes.subarray(i));
-    this.#at = start + i;
-    this.#finishEnded();
-    while (i < bytes.length) {
-      const info = this.#infos[this.#current]!;
-      const take = Math.min(bytes.length - i, dataStart + info.dataOffsets[1] - this.#at);
-      this.#tensor.update(bytes.subarray(i, i + take));
-      i += take;
-      this.#at += take;
-      this.#finishEnded();
-    }
-  }
-
-  /** Tensors whose last byte has arrived (empty ones as soon as their offset is reached) get their digest. */
-  #finishEnded(): void {
-    const dataAt = this.#at - this.#header.dataStart;
-    while (this.#current < this.#infos.length && this.#infos[this.#current]!.dataOffsets[1] <= dataAt) {
-      this.#tensors.set(this.#infos[this.#current]!.name, this.#tensor.digest("hex"));
-      this.#tensor = createHash("sha256");
-      this.#current++;
-    }
+    this.#whole.update(bytes, start);
+    this.#legacy?.update(bytes, start);
+    this.#data?.update(bytes, start);
+    this.#tensors.update(bytes, start);
+    this.#at = start + bytes.length;
   }
 
   finish(): FileDigests {
-    if (this.#at !== this.#header.fileLength) {
+    const at = this.#at;
+    if (at !== this.#header.fileLength) {
       throw new SafetensorError(
         "IoError",
-        `the file ended after ${this.#at} of its ${this.#header.fileLength} bytes (changed while hashing?)`,
+        `the file ended after ${at} of its ${this.#header.fileLength} bytes (changed while hashing?)`,
       );
     }
-    const sha256 = this.#whole.digest("hex");
-    if (!this.#data || !this.#legacy) return { size: this.#at, sha256, tensors: this.#tensors };
-    const data = this.#data.digest("hex");
-    const legacy = this.#legacy.digest("hex").slice(0, 8);
-    const ecosystem: EcosystemDigests = {
-      data_sha256: data,
-      autov1: legacy,
-      autov2: sha256.slice(0, 10),
-      sshs_model_hash: data,
-      sshs_legacy_hash: legacy,
-      modelspec_hash_sha256: `0x${data}`,
-    };
-    return { size: this.#at, sha256, tensors: this.#tensors, ecosystem };
+    return assemble(
+      this.#header,
+      at,
+      this.#whole.finish(at)[0]!,
+      this.#tensors.finish(at),
+      this.#data?.finish(at)[0],
+      this.#legacy?.finish(at)[0],
+    );
   }
 }
 
@@ -165,11 +190,24 @@ export function readSequentially(fd: number, size: number, label: string, sink: 
   }
 }
 
-/** Hash a local file whose header is known: one sequential read of every byte through `fd`. */
+/**
+ * Hash a local file whose header is known: one sequential read of every byte through `fd`; from
+ * `options.parallelFrom` bytes on, the tensors' and the data region's digests on worker threads fed the same reads.
+ */
 export function digestDescriptor(fd: number, header: Header, label: string, options: DigestOptions = {}): FileDigests {
-  const digester = new FileDigester(header, options);
-  readSequentially(fd, header.fileLength, label, (bytes) => digester.update(bytes));
-  return digester.finish();
+  const size = header.fileLength;
+  if (size < (options.parallelFrom ?? DEFAULT_PARALLEL_FROM)) {
+    const digester = new FileDigester(header, options);
+    readSequentially(fd, size, label, (bytes) => digester.update(bytes));
+    return digester.finish();
+  }
+  const bounds = laneBounds(header, options.ecosystem ?? false);
+  const local = bounds.legacy ? [bounds.whole, bounds.legacy] : [bounds.whole];
+  const remote = bounds.data ? [bounds.tensors, bounds.data] : [bounds.tensors];
+  const lanes = hashLanes(fd, size, label, local, remote);
+  const [whole, legacy] = lanes.local;
+  const [tensors, data] = lanes.remote;
+  return assemble(header, size, whole![0]!, tensors!, data?.[0], legacy?.[0]);
 }
 
 /** SHA-256 (hex) of the first `size` bytes of an open file. */
