@@ -136,6 +136,7 @@ describe("bench figure registry", () => {
       tensor_owned_32mib: 2,
       slice_8_rows_inprocess: 1,
       cli_inspect: 1.2,
+      cli_hash: 1,
       convert_pickle: 1,
       cli_shard: 1,
       cli_merge: 1,
