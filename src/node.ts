@@ -42,6 +42,8 @@ export type { EcosystemDigests, FileDigests } from "./integrity/digests.js";
 export {
   type DsseEnvelope,
   preAuthEncoding,
+  type SigstoreBundle,
+  signedKind,
   signManifest,
   statementOf,
   verifyEnvelope,

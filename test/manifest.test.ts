@@ -1,18 +1,27 @@
 /**
  * Integrity manifests: one flipped byte in any tensor of a real file is found and the tensor named; metadata and
- * header changes are named; sharded checkpoints (missing and extra shards); Ed25519 signatures in a DSSE envelope
- * (in-toto Statement, model signing's predicate) verify, and a tampered payload, signature or a wrong key is refused.
+ * header changes are named; sharded checkpoints (missing and extra shards); signatures in a Sigstore bundle (DSSE
+ * envelope, in-toto Statement, model signing's predicate; Ed25519 and ECDSA) verify, the bare envelope of earlier
+ * versions too, and a tampered payload, signature or a wrong key is refused with its code.
  */
 import assert from "node:assert/strict";
-import { createHash, generateKeyPairSync } from "node:crypto";
+import { createHash, createPublicKey, generateKeyPairSync, sign } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { SafetensorError } from "../src/format/errors.js";
-import { preAuthEncoding, signManifest, verifyEnvelope } from "../src/integrity/dsse.js";
+import {
+  preAuthEncoding,
+  type SigstoreBundle,
+  signedKind,
+  signManifest,
+  verifyEnvelope,
+} from "../src/integrity/dsse.js";
 import { createManifest, verifyManifest } from "../src/integrity/manifest.js";
+import { parseManifest } from "../src/integrity/manifest-format.js";
 import { saveFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
 import { cli } from "./helpers/run-cli.js";
@@ -143,43 +152,133 @@ describe("manifest: metadata, header, sharded checkpoints", () => {
   });
 });
 
-describe("manifest signatures: DSSE envelope, in-toto Statement, Ed25519", () => {
+describe("manifest signatures: Sigstore bundle, DSSE envelope, in-toto Statement", () => {
   const file = fresh();
   saveFile(file, { w: new Tensor("F32", [2], new Uint8Array(8).fill(7)) }, { note: "signed" });
   const manifest = createManifest(file);
-  const envelope = signManifest(manifest, privatePem);
-
-  test("the envelope: in-toto payload type, model signing's predicate, subject digest over the resources", () => {
-    assert.equal(envelope.payloadType, "application/vnd.in-toto+json");
-    const statement = JSON.parse(Buffer.from(envelope.payload, "base64").toString("utf8"));
-    assert.equal(statement._type, "https://in-toto.io/Statement/v1");
-    assert.equal(statement.predicateType, "https://model_signing/signature/v1.0");
-    const [resource] = statement.predicate.resources;
-    assert.deepEqual(resource, {
-      name: manifest.files[0]!.name,
-      algorithm: "sha256",
-      digest: manifest.files[0]!.sha256,
-    });
-    const root = createHash("sha256").update(Buffer.from(resource.digest, "hex")).digest("hex");
-    assert.deepEqual(statement.subject, [{ name: manifest.model, digest: { sha256: root } }]);
-    assert.deepEqual(statement.predicate.safetensors_manifest, manifest);
-    // DSSE's pre-authentication encoding, byte for byte.
-    assert.equal(preAuthEncoding("t", Buffer.from("ab")).toString(), "DSSEv1 1 t 2 ab");
-    assert.deepEqual(verifyEnvelope(envelope, publicPem), manifest);
+  const bundle = signManifest(manifest, privatePem);
+  const statementOfBundle = (b: SigstoreBundle) =>
+    JSON.parse(Buffer.from(b.dsseEnvelope.payload, "base64").toString("utf8"));
+  const withPayload = (b: SigstoreBundle, statement: unknown): SigstoreBundle => ({
+    ...b,
+    dsseEnvelope: { ...b.dsseEnvelope, payload: Buffer.from(JSON.stringify(statement)).toString("base64") },
   });
 
-  test("a wrong key, a tampered payload or signature is SignatureInvalid; a re-signed lie is ManifestInvalid", () => {
-    assert.throws(() => verifyEnvelope(envelope, otherPublicPem), code("SignatureInvalid"));
-    const statement = JSON.parse(Buffer.from(envelope.payload, "base64").toString("utf8"));
+  test("golden: a fixed key and manifest give exactly the committed bundle (model signing's layout)", () => {
+    // Ed25519 signatures are deterministic, so the whole bundle is.
+    const goldenKey =
+      "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIIi5y6asUeHTgnGiKdccVCRmVLX3dWxk+AaRgH1Kr1Ef\n-----END PRIVATE KEY-----\n";
+    const goldenManifest = parseManifest({
+      manifest_version: 1,
+      model: "model",
+      kind: "sharded",
+      files: [
+        { name: "model.safetensors.index.json", size: 3, sha256: "1".repeat(64) },
+        {
+          name: "model-00001-of-00001.safetensors",
+          size: 88,
+          sha256: "2".repeat(64),
+          header_sha256: "3".repeat(64),
+          metadata: null,
+          tensors: [{ name: "w", dtype: "F32", shape: [2], data_offsets: [0, 8], sha256: "4".repeat(64) }],
+        },
+      ],
+    });
+    const golden = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "signed-manifest.bundle.json");
+    const got = `${JSON.stringify(signManifest(goldenManifest, goldenKey), null, 1)}\n`;
+    assert.equal(got, fs.readFileSync(golden, "utf8"));
+    const b = JSON.parse(got);
+    assert.deepEqual(Object.keys(b), ["mediaType", "verificationMaterial", "dsseEnvelope"]);
+    assert.equal(b.mediaType, "application/vnd.dev.sigstore.bundle.v0.3+json");
+    assert.deepEqual(Object.keys(b.verificationMaterial), ["publicKey", "tlogEntries"]);
+    const publicPemText = createPublicKey(goldenKey).export({ type: "spki", format: "pem" }) as string;
+    assert.equal(b.verificationMaterial.publicKey.hint, createHash("sha256").update(publicPemText).digest("hex"));
+    assert.deepEqual(b.verificationMaterial.tlogEntries, []);
+    assert.deepEqual(Object.keys(b.dsseEnvelope), ["payload", "payloadType", "signatures"]);
+    assert.equal(b.dsseEnvelope.payloadType, "application/vnd.in-toto+json");
+    assert.deepEqual(Object.keys(b.dsseEnvelope.signatures[0]), ["sig"]);
+    const statement = statementOfBundle(b);
+    assert.deepEqual(Object.keys(statement), ["_type", "subject", "predicateType", "predicate"]);
+    // Resources sorted by name (code points), as model signing canonicalizes them; the subject digest over them.
+    assert.deepEqual(
+      statement.predicate.resources.map((r: { name: string }) => r.name),
+      ["model-00001-of-00001.safetensors", "model.safetensors.index.json"],
+    );
+    const root = createHash("sha256")
+      .update(Buffer.from("2".repeat(64) + "1".repeat(64), "hex"))
+      .digest("hex");
+    assert.deepEqual(statement.subject, [{ name: "model", digest: { sha256: root } }]);
+    assert.deepEqual(statement.predicate.serialization, {
+      method: "files",
+      hash_type: "sha256",
+      allow_symlinks: false,
+    });
+    assert.deepEqual(verifyEnvelope(b, publicPemText), goldenManifest);
+  });
+
+  test("round trip with Ed25519 and ECDSA P-256/P-384 keys; the bare envelope of earlier versions still verifies", () => {
+    assert.deepEqual(verifyEnvelope(bundle, publicPem), manifest);
+    assert.equal(signedKind(bundle), "bundle");
+    for (const namedCurve of ["P-256", "P-384"]) {
+      const ec = generateKeyPairSync("ec", { namedCurve });
+      const signed = signManifest(manifest, ec.privateKey.export({ type: "pkcs8", format: "pem" }));
+      const pub = ec.publicKey.export({ type: "spki", format: "pem" }) as string;
+      assert.deepEqual(verifyEnvelope(signed, pub), manifest);
+      assert.throws(() => verifyEnvelope(signed, publicPem), code("SignatureKeyMismatch"));
+    }
+    // What earlier versions wrote: the envelope alone, keyid = SHA-256 of the key's SPKI DER.
+    const keyid = createHash("sha256")
+      .update(keys.publicKey.export({ type: "spki", format: "der" }))
+      .digest("hex");
+    const bare = { ...bundle.dsseEnvelope, signatures: [{ keyid, sig: bundle.dsseEnvelope.signatures[0]!.sig }] };
+    assert.equal(signedKind(bare), "envelope");
+    assert.deepEqual(verifyEnvelope(bare, publicPem), manifest);
+    assert.throws(() => verifyEnvelope(bare, otherPublicPem), code("SignatureKeyMismatch"));
+    // DSSE's pre-authentication encoding, byte for byte.
+    assert.equal(preAuthEncoding("t", Buffer.from("ab")).toString(), "DSSEv1 1 t 2 ab");
+  });
+
+  test("refusals: wrong key, tampered payload or signature, altered hint, keyless or other bundles", () => {
+    assert.throws(() => verifyEnvelope(bundle, otherPublicPem), code("SignatureKeyMismatch"));
+    const statement = statementOfBundle(bundle);
     statement.predicate.safetensors_manifest.files[0].tensors[0].sha256 = "0".repeat(64);
-    const tampered = { ...envelope, payload: Buffer.from(JSON.stringify(statement)).toString("base64") };
-    assert.throws(() => verifyEnvelope(tampered, publicPem), code("SignatureInvalid"));
-    const sig = Buffer.from(envelope.signatures[0]!.sig, "base64");
+    assert.throws(() => verifyEnvelope(withPayload(bundle, statement), publicPem), code("SignatureInvalid"));
+    const sig = Buffer.from(bundle.dsseEnvelope.signatures[0]!.sig, "base64");
     sig[3]! ^= 1;
-    const badSig = { ...envelope, signatures: [{ ...envelope.signatures[0]!, sig: sig.toString("base64") }] };
+    const badSig = {
+      ...bundle,
+      dsseEnvelope: { ...bundle.dsseEnvelope, signatures: [{ sig: sig.toString("base64") }] },
+    };
     assert.throws(() => verifyEnvelope(badSig, publicPem), code("SignatureInvalid"));
+    // The hint is not signed: pointing it at another key does not make another key's signature pass.
+    const otherHint = signManifest(
+      manifest,
+      generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }),
+    );
+    const relabelled = { ...otherHint, verificationMaterial: bundle.verificationMaterial };
+    assert.throws(() => verifyEnvelope(relabelled, publicPem), code("SignatureInvalid"));
+    const keyless = { ...bundle, verificationMaterial: { certificate: { rawBytes: "AA==" }, tlogEntries: [] } };
+    assert.throws(() => verifyEnvelope(keyless, publicPem), code("SignatureInvalid"));
+    const v02 = { ...bundle, mediaType: "application/vnd.dev.sigstore.bundle+json;version=0.2" };
+    assert.throws(() => verifyEnvelope(v02, publicPem), code("SignatureInvalid"));
+    assert.throws(() => verifyEnvelope({ manifest_version: 1 }, publicPem), code("SignatureInvalid"));
     const rsa = generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey.export({ type: "spki", format: "pem" });
-    assert.throws(() => verifyEnvelope(envelope, rsa as string), code("InvalidOption"));
+    assert.throws(() => verifyEnvelope(bundle, rsa as string), code("InvalidOption"));
+    const k1 = generateKeyPairSync("ec", { namedCurve: "secp256k1" }).privateKey.export({
+      type: "pkcs8",
+      format: "pem",
+    });
+    assert.throws(() => signManifest(manifest, k1), code("InvalidOption"));
+    // A re-signed lie: the statement's resources disagree with the manifest inside it.
+    const lie = statementOfBundle(bundle);
+    lie.predicate.resources[0].digest = "0".repeat(64);
+    const { privateKey } = keys;
+    const payload = Buffer.from(JSON.stringify(lie));
+    const resigned = withPayload(bundle, lie);
+    resigned.dsseEnvelope.signatures = [
+      { sig: sign(null, preAuthEncoding("application/vnd.in-toto+json", payload), privateKey).toString("base64") },
+    ];
+    assert.throws(() => verifyEnvelope(resigned, publicPem), code("ManifestInvalid"));
   });
 
   test("CLI: create, sign, verify --pubkey; a flipped byte names the tensor, exit 1; wrong key exits 1", async () => {
@@ -198,9 +297,15 @@ describe("manifest signatures: DSSE envelope, in-toto Statement, Ed25519", () =>
     const ok = await cli("manifest", "verify", target, "--pubkey", pubFile);
     assert.deepEqual([ok.code, ok.stdout], [0, "ok: 1 file match, signature verified\n"]);
     assert.equal((await cli("manifest", "verify", target)).code, 0);
+    const signedFile = JSON.parse(fs.readFileSync(`${target}.manifest.sig.json`, "utf8"));
+    assert.equal(signedFile.mediaType, "application/vnd.dev.sigstore.bundle.v0.3+json");
     const wrong = await cli("manifest", "verify", target, "--pubkey", otherFile);
     assert.equal(wrong.code, 1);
-    assert.match(wrong.stderr, /^error\[SignatureInvalid\]/);
+    assert.match(wrong.stderr, /^error\[SignatureKeyMismatch\]/);
+    // The bare envelope earlier versions wrote is still accepted.
+    const bareFile = fresh(".json");
+    fs.writeFileSync(bareFile, JSON.stringify(signedFile.dsseEnvelope));
+    assert.equal((await cli("manifest", "verify", target, "-m", bareFile, "--pubkey", pubFile)).code, 0);
     const bytes = fs.readFileSync(target);
     bytes[bytes.length - 1]! ^= 1;
     fs.writeFileSync(target, bytes);

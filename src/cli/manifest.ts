@@ -1,7 +1,7 @@
-/** `safetensors manifest create|sign|verify`: integrity manifests and their Ed25519 signatures (src/integrity). */
+/** `safetensors manifest create|sign|verify`: integrity manifests and their signatures, Sigstore bundles (src/integrity). */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { isEnvelope, signManifest, verifyEnvelope } from "../integrity/dsse.js";
+import { signedKind, signManifest, verifyEnvelope } from "../integrity/dsse.js";
 import { createManifest, type FileCheck, type VerifyReport, verifyManifest } from "../integrity/manifest.js";
 import { type Manifest, parseManifest } from "../integrity/manifest-format.js";
 import { writeAllAt, writeFileAtomic } from "../io/node-write.js";
@@ -11,13 +11,16 @@ import type { Io } from "./io.js";
 
 const stem = (target: string) => target.replace(/\/+$/, "");
 
-function readJson(file: string, code: "ManifestInvalid" | "SignatureInvalid"): unknown {
-  let text: string;
+function readBytes(file: string): Buffer {
   try {
-    text = fs.readFileSync(file, "utf8");
+    return fs.readFileSync(file);
   } catch (error) {
     throw new SafetensorError("IoError", `cannot read ${file}: ${(error as Error).message}`, { cause: error });
   }
+}
+
+function readJson(file: string, code: "ManifestInvalid" | "SignatureInvalid"): unknown {
+  const text = readBytes(file).toString("utf8");
   try {
     return JSON.parse(text);
   } catch (error) {
@@ -66,22 +69,26 @@ export const command = defineCommand({
 and SHA-256 and, for safetensors files, the header's SHA-256, the metadata and every tensor's dtype, shape, offsets
 and SHA-256 (a sharded checkpoint: its index and every shard).
 
-"sign" signs a manifest with an Ed25519 private key (PEM; e.g. openssl genpkey -algorithm ed25519 -out key.pem, and
-openssl pkey -in key.pem -pubout -out pub.pem): OUT (default MANIFEST with .json -> .sig.json) is a DSSE envelope
-(payload type application/vnd.in-toto+json) over an in-toto v1 Statement in OpenSSF model signing's layout
-(predicate https://model_signing/signature/v1.0: the files as resources, the subject a SHA-256 over their digests),
-with the whole manifest, per-tensor digests included, under predicate.safetensors_manifest.
+"sign" signs a manifest with a private key in PEM: Ed25519 (openssl genpkey -algorithm ed25519 -out key.pem) or
+ECDSA P-256/P-384/P-521 (openssl ecparam -name prime256v1 -genkey -noout -out key.pem; the curves OpenSSF model
+signing's key signer takes); the public key: openssl pkey -in key.pem -pubout -out pub.pem. OUT (default MANIFEST
+with .json -> .sig.json) is a Sigstore bundle as model signing writes for key-based signing (media type
+application/vnd.dev.sigstore.bundle.v0.3+json, verificationMaterial.publicKey.hint = SHA-256 of the public key's
+PEM) around a DSSE envelope (payload type application/vnd.in-toto+json) of an in-toto v1 Statement in model
+signing's layout (predicate https://model_signing/signature/v1.0: the files as resources, the subject a SHA-256 over
+their digests), with the whole manifest, per-tensor digests included, under predicate.safetensors_manifest.
 
 "verify" rehashes FILE or DIR against MANIFEST (default FILE.manifest.json; with --pubkey, FILE.manifest.sig.json,
-whose signature must verify with PUB.pem first: a wrong key or a tampered payload or signature is
+whose signature must verify with PUB.pem first: a Sigstore bundle, or the bare DSSE envelope earlier versions wrote;
+a bundle signed with another key is error[SignatureKeyMismatch], a tampered payload or signature
 error[SignatureInvalid]). It names every file that changed, and in it which tensors (changed, missing, added, retyped,
 moved) and which metadata keys. --json prints {"ok","signed","files":[{"name","path","status",...}]}.
 Exit status 0 when everything matches, 1 otherwise.`,
   options: {
     output: { type: "string", short: "o", value: "OUT", help: "where to write (create, sign)" },
     manifest: { type: "string", short: "m", value: "MANIFEST", help: "the manifest or signed envelope (verify)" },
-    key: { type: "string", value: "KEY.pem", help: "Ed25519 private key, PEM (sign)" },
-    pubkey: { type: "string", value: "PUB.pem", help: "Ed25519 public key, PEM: check the signature (verify)" },
+    key: { type: "string", value: "KEY.pem", help: "private key, PEM: Ed25519 or ECDSA P-256/384/521 (sign)" },
+    pubkey: { type: "string", value: "PUB.pem", help: "public key, PEM: check the signature (verify)" },
     json: { type: "boolean", help: "print the verification report as JSON" },
   },
   run({ values, positionals }, { io }) {
@@ -99,7 +106,7 @@ Exit status 0 when everything matches, 1 otherwise.`,
       if (args.length !== 1 || values.key === undefined)
         throw new UsageError("manifest sign takes MANIFEST and --key KEY.pem");
       const manifest = parseManifest(readJson(args[0]!, "ManifestInvalid"));
-      const key = fs.readFileSync(values.key);
+      const key = readBytes(values.key);
       const out = values.output ?? `${args[0]!.replace(/\.json$/, "")}.sig.json`;
       writeText(out, `${JSON.stringify(signManifest(manifest, key), null, 1)}\n`);
       io.stdout(`wrote ${out}\n`);
@@ -112,12 +119,15 @@ Exit status 0 when everything matches, 1 otherwise.`,
       const parsed = readJson(file, signed ? "SignatureInvalid" : "ManifestInvalid");
       let manifest: Manifest;
       if (signed) {
-        if (!isEnvelope(parsed))
-          throw new SafetensorError("SignatureInvalid", `${file} is not signed (no DSSE envelope)`);
-        manifest = verifyEnvelope(parsed, fs.readFileSync(values.pubkey!));
+        if (!signedKind(parsed))
+          throw new SafetensorError("SignatureInvalid", `${file} is not signed (no Sigstore bundle or DSSE envelope)`);
+        manifest = verifyEnvelope(parsed, readBytes(values.pubkey!));
       } else {
-        if (isEnvelope(parsed))
-          throw new UsageError(`${file} is a signed envelope: pass --pubkey PUB.pem to verify it`);
+        const kind = signedKind(parsed);
+        if (kind)
+          throw new UsageError(
+            `${file} is a signed ${kind === "bundle" ? "Sigstore bundle" : "envelope"}: pass --pubkey PUB.pem to verify it`,
+          );
         manifest = parseManifest(parsed);
       }
       return printReport(io, verifyManifest(args[0]!, manifest), signed, values.json);

@@ -57,6 +57,7 @@ export type SafetensorErrorCode =
   | "PatchTargetMismatch"
   | "ManifestInvalid"
   | "SignatureInvalid"
+  | "SignatureKeyMismatch"
   // Sharded checkpoints.
   | "InvalidIndex"
   | "InterruptedSave"

@@ -1,16 +1,21 @@
 /**
- * Signed manifests in the layout OpenSSF model signing (sigstore/model-transparency) uses: an in-toto v1 Statement
- * whose subject is the model's name with a SHA-256 over its files' digests, predicate type
+ * Signed manifests the way OpenSSF model signing (sigstore/model-transparency) writes them when it signs with a key:
+ * a Sigstore bundle (media type `application/vnd.dev.sigstore.bundle.v0.3+json`) whose verification material is
+ * `publicKey.hint` (hex SHA-256 of the public key's SPKI PEM, no transparency-log entries) around a DSSE envelope
+ * (payload type `application/vnd.in-toto+json`, signature over DSSE's pre-authentication encoding) of an in-toto v1
+ * Statement: subject the model's name with a SHA-256 over its files' digests, predicate type
  * `https://model_signing/signature/v1.0`, predicate `{serialization, resources:[{name, algorithm, digest}]}` with the
- * files sorted by name; the Statement is the payload of a DSSE envelope signed with Ed25519 (node:crypto) over DSSE's
- * pre-authentication encoding. Our extension: the whole manifest (every tensor's digest, dtype, shape; metadata)
- * under `predicate.safetensors_manifest`, which v1.0 verifiers ignore. model-signing wraps the envelope in a Sigstore
- * bundle; here it is written bare. Node-only.
+ * files sorted by name. Our extension: the whole manifest (every tensor's digest, dtype, shape; metadata) under
+ * `predicate.safetensors_manifest`, which v1.0 verifiers ignore. Keys: Ed25519, or ECDSA on P-256/P-384/P-521 with
+ * SHA-256/384/512 and DER signatures (model signing's key signer takes only these curves). Verification also takes
+ * the bare envelope earlier versions wrote. Node-only (node:crypto).
  */
 import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, verify } from "node:crypto";
 import { SafetensorError } from "../format/errors.js";
+import { compareCodePoints } from "../format/serialize.js";
 import { type Manifest, parseManifest } from "./manifest-format.js";
 
+export const SIGSTORE_BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json";
 export const IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json";
 export const IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1";
 export const MODEL_SIGNING_PREDICATE_TYPE = "https://model_signing/signature/v1.0";
@@ -19,7 +24,15 @@ export interface DsseEnvelope {
   payloadType: string;
   /** Base64 of the payload bytes. */
   payload: string;
-  signatures: { keyid: string; sig: string }[];
+  /** `keyid`: the bare envelopes of earlier versions carried SHA-256 of the key's SPKI DER; bundles leave it out. */
+  signatures: { keyid?: string; sig: string }[];
+}
+
+/** A Sigstore bundle holding a DSSE envelope, verified with a key known out of band (`publicKey.hint`). */
+export interface SigstoreBundle {
+  mediaType: string;
+  verificationMaterial: { publicKey: { hint: string }; tlogEntries: unknown[] };
+  dsseEnvelope: DsseEnvelope;
 }
 
 /** DSSE v1 pre-authentication encoding: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body (LEN in ASCII decimal). */
@@ -38,7 +51,7 @@ function rootDigest(resources: readonly { digest: string }[]): string {
 function resourcesOf(manifest: Manifest) {
   return manifest.files
     .map((file) => ({ name: file.name, algorithm: "sha256", digest: file.sha256 }))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    .sort((a, b) => compareCodePoints(a.name, b.name));
 }
 
 /** The in-toto Statement for a manifest. */
@@ -49,15 +62,19 @@ export function statementOf(manifest: Manifest): Record<string, unknown> {
     subject: [{ name: manifest.model, digest: { sha256: rootDigest(resources) } }],
     predicateType: MODEL_SIGNING_PREDICATE_TYPE,
     predicate: {
-      serialization: { method: "files", hash_type: "sha256", allow_symlinks: false, ignore_paths: [] },
+      // model signing writes ignore_paths only when there are some.
+      serialization: { method: "files", hash_type: "sha256", allow_symlinks: false },
       resources,
       safetensors_manifest: manifest,
     },
   };
 }
 
-/** An Ed25519 key from PEM (private: PKCS#8; public: SPKI, or a private key it is derived from). */
-function ed25519(pem: string | Uint8Array, kind: "private" | "public"): KeyObject {
+/** The digest an ECDSA key signs with, by curve (model signing's choice); Ed25519 takes none. */
+const EC_HASHES: Record<string, string> = { prime256v1: "sha256", secp384r1: "sha384", secp521r1: "sha512" };
+
+/** A signing or verifying key from PEM (private: PKCS#8 or SEC1; public: SPKI, or a private key it is derived from). */
+function keyFrom(pem: string | Uint8Array, kind: "private" | "public"): { key: KeyObject; hash: string | null } {
   let key: KeyObject;
   try {
     const input = typeof pem === "string" ? pem : Buffer.from(pem);
@@ -67,28 +84,48 @@ function ed25519(pem: string | Uint8Array, kind: "private" | "public"): KeyObjec
       cause: error,
     });
   }
-  if (key.asymmetricKeyType !== "ed25519") {
-    throw new SafetensorError("InvalidOption", `the ${kind} key is a ${key.asymmetricKeyType} key; Ed25519 keys only`);
-  }
-  return key;
+  if (key.asymmetricKeyType === "ed25519") return { key, hash: null };
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  if (key.asymmetricKeyType === "ec" && curve !== undefined && EC_HASHES[curve])
+    return { key, hash: EC_HASHES[curve]! };
+  const what = key.asymmetricKeyType === "ec" ? `an EC key on ${curve}` : `a ${key.asymmetricKeyType} key`;
+  throw new SafetensorError(
+    "InvalidOption",
+    `the ${kind} key is ${what}; Ed25519 and ECDSA P-256/P-384/P-521 keys only`,
+  );
 }
 
-/** A key id: SHA-256 of the public key's SubjectPublicKeyInfo (DER), hex. */
+/** A bare envelope's key id: SHA-256 of the public key's SubjectPublicKeyInfo (DER), hex. */
 function keyId(publicKey: KeyObject): string {
   return createHash("sha256")
     .update(publicKey.export({ type: "spki", format: "der" }))
     .digest("hex");
 }
 
-/** Sign a manifest with an Ed25519 private key (PEM, PKCS#8): a DSSE envelope over its in-toto Statement. */
-export function signManifest(manifest: Manifest, privateKeyPem: string | Uint8Array): DsseEnvelope {
-  const key = ed25519(privateKeyPem, "private");
+/** A bundle's key hint, as model signing computes it: SHA-256 of the public key's SPKI PEM text, hex. */
+function keyHint(publicKey: KeyObject): string {
+  return createHash("sha256")
+    .update(publicKey.export({ type: "spki", format: "pem" }) as string)
+    .digest("hex");
+}
+
+/**
+ * Sign a manifest with a private key (PEM: Ed25519, or ECDSA P-256/P-384/P-521): a Sigstore bundle around a DSSE
+ * envelope of its in-toto Statement, as model signing writes for key-based signing.
+ */
+export function signManifest(manifest: Manifest, privateKeyPem: string | Uint8Array): SigstoreBundle {
+  const { key, hash } = keyFrom(privateKeyPem, "private");
   const payload = Buffer.from(JSON.stringify(statementOf(manifest)), "utf8");
-  const sig = sign(null, preAuthEncoding(IN_TOTO_PAYLOAD_TYPE, payload), key);
+  const message = preAuthEncoding(IN_TOTO_PAYLOAD_TYPE, payload);
+  const sig = hash === null ? sign(null, message, key) : sign(hash, message, { key, dsaEncoding: "der" });
   return {
-    payloadType: IN_TOTO_PAYLOAD_TYPE,
-    payload: payload.toString("base64"),
-    signatures: [{ keyid: keyId(createPublicKey(key)), sig: sig.toString("base64") }],
+    mediaType: SIGSTORE_BUNDLE_MEDIA_TYPE,
+    verificationMaterial: { publicKey: { hint: keyHint(createPublicKey(key)) }, tlogEntries: [] },
+    dsseEnvelope: {
+      payload: payload.toString("base64"),
+      payloadType: IN_TOTO_PAYLOAD_TYPE,
+      signatures: [{ sig: sig.toString("base64") }],
+    },
   };
 }
 
@@ -98,19 +135,54 @@ function refused(message: string): never {
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-/** Whether a parsed JSON value looks like a DSSE envelope (rather than a plain manifest). */
-export function isEnvelope(value: unknown): boolean {
-  return typeof value === "object" && value !== null && "payloadType" in value && "signatures" in value;
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null;
+
+/** What a parsed JSON value is: a Sigstore bundle, a bare DSSE envelope, or neither (a plain manifest, say). */
+export function signedKind(value: unknown): "bundle" | "envelope" | null {
+  if (!isObject(value)) return null;
+  if ("mediaType" in value && "dsseEnvelope" in value) return "bundle";
+  if ("payloadType" in value && "signatures" in value) return "envelope";
+  if ("mediaType" in value && String(value.mediaType).startsWith("application/vnd.dev.sigstore.bundle"))
+    return "bundle";
+  return null;
+}
+
+/** The envelope inside a bundle, once the bundle is one this key can have signed (else refused). */
+function envelopeOfBundle(bundle: Record<string, unknown>, publicKey: KeyObject): unknown {
+  if (bundle.mediaType !== SIGSTORE_BUNDLE_MEDIA_TYPE) {
+    refused(`bundle media type ${String(bundle.mediaType)}, not ${SIGSTORE_BUNDLE_MEDIA_TYPE}`);
+  }
+  const material = bundle.verificationMaterial;
+  if (!isObject(material) || !isObject(material.publicKey)) {
+    refused(
+      "the bundle is not signed with a key (a certificate-based, keyless Sigstore bundle needs a Sigstore verifier)",
+    );
+  }
+  const hint = material.publicKey.hint;
+  // model signing refuses a hint that is not this key's before checking the signature; so do we. (An absent hint
+  // is what its older versions wrote.)
+  if (hint !== undefined && hint !== null && hint !== "" && hint !== keyHint(publicKey)) {
+    throw new SafetensorError(
+      "SignatureKeyMismatch",
+      `the bundle was signed with another key (key hint ${String(hint)}, this key's is ${keyHint(publicKey)})`,
+    );
+  }
+  if (!isObject(bundle.dsseEnvelope)) refused("the bundle holds no DSSE envelope");
+  return bundle.dsseEnvelope;
 }
 
 /**
- * Verify a DSSE envelope with an Ed25519 public key (PEM) and return the manifest it carries. Refused
- * (`SignatureInvalid`): no signature verifies with this key (wrong key, tampered payload or signature), another
- * payload type or statement type. `ManifestInvalid`: the statement verifies but is inconsistent (its subject digest
- * is not over its resources, or the resources disagree with the manifest inside).
+ * Verify a signed manifest, a Sigstore bundle or a bare DSSE envelope, with a public key (PEM) and return the
+ * manifest it carries. `SignatureKeyMismatch`: the bundle's key hint (or the envelope's key id) names another key.
+ * `SignatureInvalid`: no signature verifies with this key (a tampered payload or signature), another media, payload
+ * or statement type, a keyless bundle. `ManifestInvalid`: the statement verifies but is inconsistent (its subject
+ * digest is not over its resources, or the resources disagree with the manifest inside).
  */
-export function verifyEnvelope(envelope: unknown, publicKeyPem: string | Uint8Array): Manifest {
-  const key = ed25519(publicKeyPem, "public");
+export function verifyEnvelope(signed: unknown, publicKeyPem: string | Uint8Array): Manifest {
+  const { key, hash } = keyFrom(publicKeyPem, "public");
+  const kind = signedKind(signed);
+  if (kind === null) refused("not a signed manifest (neither a Sigstore bundle nor a DSSE envelope)");
+  const envelope = kind === "bundle" ? envelopeOfBundle(signed as Record<string, unknown>, key) : signed;
   const env = envelope as Partial<DsseEnvelope>;
   if (typeof env.payloadType !== "string" || typeof env.payload !== "string" || !Array.isArray(env.signatures)) {
     refused("not a DSSE envelope (payloadType, payload, signatures)");
@@ -120,9 +192,16 @@ export function verifyEnvelope(envelope: unknown, publicKeyPem: string | Uint8Ar
   const message = preAuthEncoding(env.payloadType, payload);
   const verified = env.signatures.some((entry) => {
     if (typeof entry?.sig !== "string" || !BASE64.test(entry.sig)) return false;
-    return verify(null, message, key, Buffer.from(entry.sig, "base64"));
+    const sig = Buffer.from(entry.sig, "base64");
+    return hash === null ? verify(null, message, key, sig) : verify(hash, message, { key, dsaEncoding: "der" }, sig);
   });
-  if (!verified) refused("no signature verifies with this public key (wrong key, or a tampered payload or signature)");
+  if (!verified) {
+    const ids = env.signatures.map((entry) => entry?.keyid).filter((id) => typeof id === "string" && id !== "");
+    if (kind === "envelope" && ids.length > 0 && !ids.includes(keyId(key))) {
+      throw new SafetensorError("SignatureKeyMismatch", `the envelope was signed with another key (key id ${ids[0]})`);
+    }
+    refused("no signature verifies with this public key (a tampered payload or signature, or another key)");
+  }
   if (env.payloadType !== IN_TOTO_PAYLOAD_TYPE) refused(`payload type ${env.payloadType}, not ${IN_TOTO_PAYLOAD_TYPE}`);
   let statement: {
     _type?: unknown;
