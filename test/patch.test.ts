@@ -133,7 +133,7 @@ describe("patch create + apply", { skip: corpusAvailable ? false : corpusMissing
     const { plan, bytes } = createPatch(oldFile, newFile, patch);
     assert.deepEqual(plan.summary.rowPatched, ["w"]);
     assert.deepEqual(plan.summary.renamed, [["b", "bias"]]);
-    assert.deepEqual(plan.target[0]!.tensors.find((op) => op.name === "w")?.rows, [[100, 104]]);
+    assert.deepEqual(plan.target[0]!.tensors!.find((op) => op.name === "w")?.rows, [[100, 104]]);
     // 4 rows of 256 bytes plus the header tensor and the plan.
     assert.ok(bytes < 4 * 256 + 2048, `patch is ${bytes} bytes`);
     using file = openFile(patch);
@@ -229,7 +229,7 @@ m.flush()
   const patch = fresh();
   const { plan } = createPatch(source, edited, patch);
   assert.deepEqual(plan.summary.rowPatched, ["transformer.wpe.weight"]);
-  const op = plan.target[0]!.tensors.find((t) => t.name === "transformer.wpe.weight");
+  const op = plan.target[0]!.tensors!.find((t) => t.name === "transformer.wpe.weight");
   assert.deepEqual(op?.rows, [
     [100, 120],
     [300, 301],

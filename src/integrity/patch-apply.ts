@@ -7,27 +7,48 @@
  * through the streaming writer laid out with the target's own header bytes; every byte written passes through a
  * SHA-256, and the file is committed (renamed into place) only when that digest is the target's, else the temporary
  * file is removed (`PatchTargetMismatch`). OUT may be OLD itself: OLD is read through its open descriptor and replaced
- * only by the final rename. Node-only.
+ * only by the final rename.
+ *
+ * A version 2 patch (sharded checkpoints) is applied the same way, file by file: every base file the plan lists must
+ * be in OLD with its size and SHA-256 (`PatchBaseMismatch`), every target file's sources are checked, then each
+ * target file is written under a staging name in OUT (a directory), verified against its SHA-256 while it is written,
+ * and one commit of the directory (`shards/save-commit.ts`) switches OUT to the new set: killed at any point, OUT
+ * reads as before or as NEW. Node-only.
  */
 import { createHash, type Hash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import { type Header, parseHeader, type TensorInfo } from "../format/header.js";
 import type { LayoutPlan } from "../format/serialize.js";
 import { preadInto } from "../io/node-file.js";
-import type { AtomicWriteOptions } from "../io/node-write.js";
+import { type AtomicWriteOptions, writeAllAt, writeError, writeFileAtomic } from "../io/node-write.js";
 import { createWriterForLayout } from "../io/stream-writer.js";
+import { realpath } from "../shards/node.js";
+import { beginStagedSave } from "../shards/save-commit.js";
 import type { StoredTensor } from "./compare.js";
 import { sha256OfDescriptor, sizePrefix } from "./digests.js";
-import { type PatchOp, type PatchPlan, parsePatchPlan, rowBytesOf } from "./patch-format.js";
+import { checkPatchFileName, openPatchSide } from "./patch-files.js";
+import {
+  type PatchFileRef,
+  type PatchOp,
+  type PatchPlan,
+  type PatchTarget,
+  parsePatchPlan,
+  rowBytesOf,
+  SHARDED_PATCH_VERSION,
+} from "./patch-format.js";
 import { openStoredFile, type StoredFile } from "./stored-file.js";
 
 export interface ApplyPatchOptions extends AtomicWriteOptions {}
 
 export interface ApplyPatchResult {
   readonly plan: PatchPlan;
-  /** The target's size and SHA-256, verified. */
+  /** The target's size and SHA-256, verified (a sharded target: its total size and its index's SHA-256). */
   readonly size: number;
   readonly sha256: string;
+  /** Every file written, verified. */
+  readonly files: readonly PatchFileRef[];
 }
 
 function invalid(message: string, tensor?: string): never {
@@ -53,15 +74,13 @@ export function applyPatch(
   const patch = openStoredFile(patchPath);
   try {
     const plan = parsePatchPlan(patch.header.metadata);
-    if (plan.base.length !== 1 || plan.target.length !== 1) {
-      invalid(`it has ${plan.base.length} base and ${plan.target.length} target files; this version applies one`);
-    }
+    if (plan.version === SHARDED_PATCH_VERSION) return applySharded(oldPath, patch, plan, outPath, options);
     const base = openStoredFile(oldPath);
     try {
-      checkBase(base, plan);
-      rebuild(base, patch, plan, outPath, options);
+      checkBase({ path: base.path, fd: base.fd, size: base.header.fileLength }, plan.base[0]!);
       const target = plan.target[0]!;
-      return { plan, size: target.size, sha256: target.sha256 };
+      rebuild([base], patch, target, outPath, options);
+      return { plan, size: target.size, sha256: target.sha256, files: [target] };
     } finally {
       base.close();
     }
@@ -70,9 +89,8 @@ export function applyPatch(
   }
 }
 
-function checkBase(base: StoredFile, plan: PatchPlan): void {
-  const want = plan.base[0]!;
-  const size = base.header.fileLength;
+function checkBase(base: { path: string; fd: number; size: number }, want: PatchFileRef): void {
+  const { size } = base;
   if (size !== want.size) {
     throw new SafetensorError(
       "PatchBaseMismatch",
@@ -88,6 +106,112 @@ function checkBase(base: StoredFile, plan: PatchPlan): void {
   }
 }
 
+/** OUT of a sharded patch: a directory (or an index file in it). */
+function outputDirectory(outPath: string): string {
+  return outPath.endsWith(".index.json") ? path.dirname(outPath) : outPath;
+}
+
+function applySharded(
+  oldPath: string,
+  patch: StoredFile,
+  plan: PatchPlan,
+  outPath: string,
+  options: ApplyPatchOptions,
+): ApplyPatchResult {
+  for (const file of [...plan.base, ...plan.target]) checkPatchFileName(file.name);
+  if (new Set(plan.target.map((t) => t.name)).size !== plan.target.length) invalid("a target file is listed twice");
+  const side = openPatchSide(oldPath);
+  try {
+    const byName = new Map(side.files.map((file) => [file.name, file]));
+    // Every base file is checked before anything is written.
+    const bases = plan.base.map((want) => {
+      const file = byName.get(want.name);
+      if (!file) {
+        throw new SafetensorError(
+          "PatchBaseMismatch",
+          `${oldPath} is not this patch's base: it has no ${quoteName(want.name)}`,
+        );
+      }
+      checkBase(file, want);
+      return file;
+    });
+    const stores = bases.map((file) => file.stored);
+    // Every target's sources are checked before the directory is touched.
+    const writes = plan.target.map((target) => prepareTarget(target, stores, bases, patch, options));
+    const dir = outputDirectory(outPath);
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+    } catch (error) {
+      throw writeError(error, `cannot create ${dir}`);
+    }
+    const index = plan.target.find((t) => t.name.endsWith(".index.json")) ?? plan.target[0]!;
+    const save = beginStagedSave(dir, index.name, options);
+    try {
+      for (const [i, target] of plan.target.entries()) save.stage(target.name, writes[i]!);
+      // Updating a sharded OLD in place: its files that NEW no longer has go with the commit. (A single OLD file
+      // next to OUT's files is the user's to remove.)
+      const inPlace = side.sharded && realpath(dir) === realpath(side.directory);
+      const kept = new Set(plan.target.map((t) => t.name));
+      save.commit(inPlace ? plan.base.map((b) => b.name).filter((name) => !kept.has(name)) : []);
+    } finally {
+      save.abort();
+    }
+    const size = plan.target.reduce((n, t) => n + t.size, 0);
+    return { plan, size, sha256: index.sha256, files: plan.target };
+  } finally {
+    side.close();
+  }
+}
+
+/** Check one target file's sources and return what writes it (atomically, verified) at a given path. */
+function prepareTarget(
+  target: PatchTarget,
+  stores: readonly (StoredFile | null)[],
+  bases: readonly { fd: number; size: number }[],
+  patch: StoredFile,
+  options: ApplyPatchOptions,
+): (out: string) => void {
+  if (target.copy !== undefined) {
+    const base = bases[target.copy]!;
+    if (base.size !== target.size) invalid(`${quoteName(target.name)} is a copy of a base file of another size`);
+    return (out) => writeVerified(out, target, [{ fd: base.fd, offset: 0, length: base.size }], options);
+  }
+  if (target.data !== undefined) {
+    const data = patchTensor(patch, target.data, target.name);
+    if (data.dtype !== "U8" || data.byteLength !== target.size) invalid(`${quoteName(target.data)} must be U8 [size]`);
+    return (out) =>
+      writeVerified(out, target, [{ fd: data.fd, offset: data.offset, length: data.byteLength }], options);
+  }
+  const prepared = prepareRebuild(stores, patch, target);
+  return (out) => writeRebuilt(prepared, target, out, options);
+}
+
+function mismatch(sha256: string, target: PatchTarget): never {
+  throw new SafetensorError(
+    "PatchTargetMismatch",
+    `the rebuilt ${quoteName(target.name)}'s sha256 is ${sha256}, the patch promises ${target.sha256}: nothing was written`,
+  );
+}
+
+/** Write runs of bytes to `out` atomically, committed only when their SHA-256 is the target's. */
+function writeVerified(out: string, target: PatchTarget, runs: readonly Run[], options: AtomicWriteOptions): void {
+  writeFileAtomic(
+    out,
+    (fd) => {
+      const hash = createHash("sha256");
+      let at = 0;
+      copyRuns(runs, (piece) => {
+        hash.update(piece);
+        writeAllAt(fd, piece, at);
+        at += piece.length;
+      });
+      const sha256 = hash.digest("hex");
+      if (sha256 !== target.sha256) mismatch(sha256, target);
+    },
+    options,
+  );
+}
+
 /** A byte run of the target tensor: from the base file or from the patch file. */
 type Run = { fd: number; offset: number; length: number };
 
@@ -96,7 +220,14 @@ function patchTensor(patch: StoredFile, name: string, target: string): StoredTen
   return patch.tensor(name);
 }
 
-function baseTensor(base: StoredFile, from: readonly [number, string], info: TensorInfo): StoredTensor {
+function baseTensor(
+  bases: readonly (StoredFile | null)[],
+  from: readonly [number, string],
+  info: TensorInfo,
+): StoredTensor {
+  const base = bases[from[0]];
+  if (!base)
+    invalid(`tensor ${quoteName(info.name)} comes from base file ${from[0]}, not a safetensors file`, info.name);
   const source = base.header.tensors.get(from[1]);
   if (!source || source.byteLength !== info.byteLength) {
     invalid(
@@ -108,7 +239,7 @@ function baseTensor(base: StoredFile, from: readonly [number, string], info: Ten
 }
 
 /** Where each byte of target tensor `info` comes from, in order. */
-function runsOf(op: PatchOp, info: TensorInfo, base: StoredFile, patch: StoredFile): Run[] {
+function runsOf(op: PatchOp, info: TensorInfo, base: readonly (StoredFile | null)[], patch: StoredFile): Run[] {
   const { name } = info;
   if (op.rows !== undefined) {
     const from = baseTensor(base, op.from!, info);
@@ -148,10 +279,11 @@ function runsOf(op: PatchOp, info: TensorInfo, base: StoredFile, patch: StoredFi
   return [];
 }
 
-function targetHeader(patch: StoredFile, plan: PatchPlan): { header: Header; bytes: Uint8Array } {
-  const target = plan.target[0]!;
-  const stored = patchTensor(patch, target.header, target.name);
-  if (stored.dtype !== "U8" || stored.shape.length !== 1) invalid(`${quoteName(target.header)} must be U8 [N]`);
+function targetHeader(patch: StoredFile, target: PatchTarget): { header: Header; bytes: Uint8Array } {
+  const name = target.header ?? invalid(`target ${quoteName(target.name)} has no header tensor`);
+  const ops = target.tensors ?? [];
+  const stored = patchTensor(patch, name, target.name);
+  if (stored.dtype !== "U8" || stored.shape.length !== 1) invalid(`${quoteName(name)} must be U8 [N]`);
   const bytes = new Uint8Array(stored.byteLength);
   preadInto(stored.fd, bytes, stored.offset);
   let header: Header;
@@ -161,7 +293,7 @@ function targetHeader(patch: StoredFile, plan: PatchPlan): { header: Header; byt
     invalid(`the target's header does not parse (${(error as Error).message})`);
   }
   const names = [...header.tensors.keys()];
-  if (names.length !== target.tensors.length || target.tensors.some((op, i) => op.name !== names[i])) {
+  if (names.length !== ops.length || ops.some((op, i) => op.name !== names[i])) {
     invalid("the plan's tensors are not the target header's, in its order");
   }
   return { header, bytes };
@@ -169,15 +301,54 @@ function targetHeader(patch: StoredFile, plan: PatchPlan): { header: Header; byt
 
 const CHUNK = 8 << 20;
 
-function rebuild(base: StoredFile, patch: StoredFile, plan: PatchPlan, outPath: string, options: ApplyPatchOptions) {
-  const target = plan.target[0]!;
-  const { header, bytes } = targetHeader(patch, plan);
+/** Every byte of `runs`, in order, in pieces of at most 8 MiB (one buffer). */
+function copyRuns(runs: readonly Run[], sink: (piece: Uint8Array) => void): void {
+  const total = runs.reduce((n, run) => Math.max(n, run.length), 1);
+  const chunk = new Uint8Array(Math.min(CHUNK, total));
+  for (const run of runs) {
+    for (let done = 0; done < run.length; ) {
+      const piece = chunk.subarray(0, Math.min(chunk.length, run.length - done));
+      preadInto(run.fd, piece, run.offset + done);
+      sink(piece);
+      done += piece.length;
+    }
+  }
+}
+
+interface PreparedRebuild {
+  readonly header: Header;
+  readonly prefixed: Uint8Array;
+  readonly infos: readonly TensorInfo[];
+  readonly runs: readonly Run[][];
+}
+
+function prepareRebuild(
+  bases: readonly (StoredFile | null)[],
+  patch: StoredFile,
+  target: PatchTarget,
+): PreparedRebuild {
+  const { header, bytes } = targetHeader(patch, target);
   const infos = [...header.tensors.values()];
   // Every source is checked before the output file exists.
-  const runs = infos.map((info, i) => runsOf(target.tensors[i]!, info, base, patch));
+  const runs = infos.map((info, i) => runsOf(target.tensors![i]!, info, bases, patch));
   const prefixed = new Uint8Array(8 + bytes.length);
   prefixed.set(sizePrefix(bytes.length));
   prefixed.set(bytes, 8);
+  return { header, prefixed, infos, runs };
+}
+
+function rebuild(
+  bases: readonly (StoredFile | null)[],
+  patch: StoredFile,
+  target: PatchTarget,
+  outPath: string,
+  options: ApplyPatchOptions,
+) {
+  writeRebuilt(prepareRebuild(bases, patch, target), target, outPath, options);
+}
+
+function writeRebuilt(prepared: PreparedRebuild, target: PatchTarget, outPath: string, options: ApplyPatchOptions) {
+  const { header, prefixed, infos, runs } = prepared;
   const layout: LayoutPlan = {
     header: prefixed,
     tensors: infos.map((info) => ({
@@ -194,25 +365,14 @@ function rebuild(base: StoredFile, patch: StoredFile, plan: PatchPlan, outPath: 
   try {
     const hash: Hash = createHash("sha256");
     hash.update(prefixed);
-    const chunk = new Uint8Array(Math.min(CHUNK, Math.max(header.dataLength, 1)));
     infos.forEach((info, i) => {
-      for (const run of runs[i]!) {
-        for (let done = 0; done < run.length; ) {
-          const piece = chunk.subarray(0, Math.min(chunk.length, run.length - done));
-          preadInto(run.fd, piece, run.offset + done);
-          hash.update(piece);
-          writer.write(info.name, piece);
-          done += piece.length;
-        }
-      }
+      copyRuns(runs[i]!, (piece) => {
+        hash.update(piece);
+        writer.write(info.name, piece);
+      });
     });
     const sha256 = hash.digest("hex");
-    if (sha256 !== target.sha256) {
-      throw new SafetensorError(
-        "PatchTargetMismatch",
-        `the rebuilt file's sha256 is ${sha256}, the patch promises ${target.sha256}: nothing was written`,
-      );
-    }
+    if (sha256 !== target.sha256) mismatch(sha256, target);
     writer.commit();
   } finally {
     writer.abort();

@@ -1,28 +1,32 @@
 /**
  * `createPatch(OLD, NEW, OUT)`: a delta patch (format: patch-format.ts) holding only what OLD lacks to become NEW.
- * Both files are hashed in one pass each (whole file and every tensor); a target tensor whose bytes some base
- * tensor has (same name, or renamed) is taken from the base; one of the same name, dtype and shape that changed in
- * part is stored as its changed rows along dim 0; anything else is stored whole. The patch is written through the
- * streaming writer (atomic), its tensor bytes copied from NEW without passing through JavaScript where the OS can.
- * Node-only.
+ * Both sides are hashed in one pass per file (whole file and every tensor); a target tensor whose bytes some base
+ * tensor has (same name, or renamed, in any shard) is taken from the base; one of the same name, dtype and shape that
+ * changed in part is stored as its changed rows along dim 0; anything else is stored whole. OLD and NEW may be
+ * sharded checkpoints (a directory or an index file): then every file is listed (version 2), a shard equal to a base
+ * file is a copy, the index is stored whole. The patch is written through the streaming writer (atomic), its tensor
+ * bytes copied from NEW without passing through JavaScript where the OS can. Node-only.
  */
 import * as fs from "node:fs";
-import * as path from "node:path";
+import { identity } from "../edit/checkpoint.js";
 import { SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
 import { createWriter, type WriterOptions } from "../io/stream-writer.js";
 import { compareTensors } from "./compare.js";
-import { digestDescriptor } from "./digests.js";
+import { digestDescriptor, type FileDigests } from "./digests.js";
+import { openPatchSide, type PatchSide, type SideFile, sha256OfSideFile } from "./patch-files.js";
 import {
   PATCH_METADATA_KEY,
   PATCH_VERSION,
+  type PatchFileRef,
   type PatchOp,
   type PatchPlan,
   type PatchSummary,
   type PatchTarget,
   rowBytesOf,
+  SHARDED_PATCH_VERSION,
 } from "./patch-format.js";
-import { openStoredFile, type StoredFile } from "./stored-file.js";
+import type { StoredFile } from "./stored-file.js";
 
 export interface CreatePatchOptions extends WriterOptions {
   /**
@@ -38,23 +42,30 @@ export interface CreatePatchResult {
   readonly bytes: number;
 }
 
-function sameFile(out: string, inputs: readonly StoredFile[]): StoredFile | undefined {
-  let stat: fs.Stats;
-  try {
-    stat = fs.statSync(out);
-  } catch {
-    return undefined;
-  }
-  return inputs.find((input) => input.identity === `${stat.dev}:${stat.ino}`);
-}
-
-/** What the patch stores for one target tensor, besides its op. */
+/** What the patch stores for one target tensor or file, besides its op. */
 interface Stored {
   readonly name: string;
   readonly dtype: TensorInfo["dtype"];
   readonly shape: readonly number[];
-  /** [offset in NEW, length] byte runs, in order. */
+  /** The target file's descriptor and [offset, length] byte runs in it, in order; or bytes to write as they are. */
+  readonly fd: number;
   readonly runs: readonly (readonly [number, number])[];
+  readonly bytes?: Uint8Array;
+}
+
+/** A side's files with their digests (tensors for safetensors files, the file's SHA-256 for all). */
+interface Hashed {
+  readonly file: SideFile;
+  readonly sha256: string;
+  readonly digests: FileDigests | null;
+}
+
+function hashSide(side: PatchSide): Hashed[] {
+  return side.files.map((file) => {
+    if (!file.stored) return { file, sha256: sha256OfSideFile(file), digests: null };
+    const digests = digestDescriptor(file.fd, file.stored.header, file.path);
+    return { file, sha256: digests.sha256, digests };
+  });
 }
 
 export function createPatch(
@@ -67,11 +78,12 @@ export function createPatch(
   if (!Number.isSafeInteger(maxRowRanges) || maxRowRanges < 0) {
     throw new SafetensorError("InvalidOption", `maxRowRanges must be a non-negative integer, got ${maxRowRanges}`);
   }
-  const base = openStoredFile(oldPath);
+  const base = openPatchSide(oldPath);
   try {
-    const target = openStoredFile(newPath);
+    const target = openPatchSide(newPath);
     try {
-      const clash = sameFile(outPath, [base, target]);
+      const out = sideIdentity(outPath);
+      const clash = [...base.files, ...target.files].find((file) => file.identity === out);
       if (clash) {
         throw new SafetensorError("InvalidOption", `the patch would replace its own input ${clash.path}`);
       }
@@ -84,117 +96,188 @@ export function createPatch(
   }
 }
 
-function writePatch(
-  base: StoredFile,
-  target: StoredFile,
-  outPath: string,
-  options: WriterOptions,
-  maxRowRanges: number,
-): CreatePatchResult {
-  const baseDigests = digestDescriptor(base.fd, base.header, base.path);
-  const targetDigests = digestDescriptor(target.fd, target.header, target.path);
-  const oldByDigest = new Map<string, string>();
-  for (const [name, digest] of baseDigests.tensors) if (!oldByDigest.has(digest)) oldByDigest.set(digest, name);
+function sideIdentity(file: string): string | undefined {
+  try {
+    return identity(fs.statSync(file));
+  } catch {
+    return undefined;
+  }
+}
 
+/** Summary lists, filled target file by target file. */
+class SummaryBuilder {
+  same = 0;
+  readonly changed: string[] = [];
+  readonly rowPatched: string[] = [];
+  readonly added: string[] = [];
+  readonly renamed: [string, string][] = [];
+  readonly usedAsRename = new Set<string>();
+}
+
+/** The base's tensors by name and by digest, across its files: [file index, name]. */
+interface BaseLookup {
+  readonly byName: Map<string, { file: number; digest: string }>;
+  readonly byDigest: Map<string, [number, string]>;
+  readonly files: readonly Hashed[];
+}
+
+function lookupOf(base: readonly Hashed[]): BaseLookup {
+  const byName = new Map<string, { file: number; digest: string }>();
+  const byDigest = new Map<string, [number, string]>();
+  base.forEach((hashed, j) => {
+    for (const [name, digest] of hashed.digests?.tensors ?? []) {
+      if (!byName.has(name)) byName.set(name, { file: j, digest });
+      if (!byDigest.has(digest)) byDigest.set(digest, [j, name]);
+    }
+  });
+  return { byName, byDigest, files: base };
+}
+
+/** The ops of one target safetensors file (index `t`) and what the patch stores for it. */
+function planTensors(
+  t: number,
+  target: StoredFile,
+  digests: FileDigests,
+  base: BaseLookup,
+  targetNames: ReadonlySet<string>,
+  summary: SummaryBuilder,
+  maxRowRanges: number,
+): { ops: PatchOp[]; stored: Stored[] } {
   const ops: PatchOp[] = [];
   const stored: Stored[] = [];
-  const changed: string[] = [];
-  const rowPatched: string[] = [];
-  const added: string[] = [];
-  const renamed: [string, string][] = [];
-  let same = 0;
-  const usedAsRename = new Set<string>();
   for (const info of target.header.tensors.values()) {
     const { name } = info;
-    const digest = targetDigests.tensors.get(name)!;
-    const old = base.header.tensors.get(name);
-    if (!old) added.push(name);
+    const digest = digests.tensors.get(name)!;
+    const old = base.byName.get(name);
+    if (!old) summary.added.push(name);
     if (info.byteLength === 0) {
       ops.push({ name });
       continue;
     }
-    if (old && baseDigests.tensors.get(name) === digest) {
-      same++;
-      ops.push({ name, from: [0, name] });
+    if (old && old.digest === digest) {
+      summary.same++;
+      ops.push({ name, from: [old.file, name] });
       continue;
     }
-    const source = oldByDigest.get(digest);
+    const source = base.byDigest.get(digest);
     if (source !== undefined) {
-      ops.push({ name, from: [0, source] });
-      if (old) changed.push(name);
-      if (!old && !target.header.tensors.has(source) && !usedAsRename.has(source)) {
-        usedAsRename.add(source);
-        renamed.push([source, name]);
-        added.pop();
+      ops.push({ name, from: source });
+      if (old) summary.changed.push(name);
+      if (!old && !targetNames.has(source[1]) && !summary.usedAsRename.has(source[1])) {
+        summary.usedAsRename.add(source[1]);
+        summary.renamed.push([source[1], name]);
+        summary.added.pop();
       }
       continue;
     }
     const at = target.header.dataStart + info.dataOffsets[0];
     const rowBytes = rowBytesOf(info);
-    if (old && old.dtype === info.dtype && old.shape.join() === info.shape.join() && rowBytes !== null) {
-      const change = compareTensors(base.tensor(name), target.tensor(name));
+    const oldFile = old && base.files[old.file]!.file.stored!;
+    const oldInfo = oldFile?.header.tensors.get(name);
+    if (oldFile && oldInfo?.dtype === info.dtype && oldInfo.shape.join() === info.shape.join() && rowBytes !== null) {
+      const change = compareTensors(oldFile.tensor(name), target.tensor(name));
       const rows = change?.rows ?? [];
       const count = rows.reduce((n, [a, b]) => n + b - a, 0);
       if (change && rows.length <= maxRowRanges && count < info.shape[0]!) {
-        const data = `rows/0/${name}`;
-        ops.push({ name, from: [0, name], rows, data });
+        const data = `rows/${t}/${name}`;
+        ops.push({ name, from: [old!.file, name], rows, data });
         stored.push({
           name: data,
           dtype: info.dtype,
           shape: [count, ...info.shape.slice(1)],
+          fd: target.fd,
           runs: rows.map(([a, b]) => [at + a * rowBytes, (b - a) * rowBytes] as const),
         });
-        rowPatched.push(name);
+        summary.rowPatched.push(name);
         continue;
       }
     }
-    const data = `data/0/${name}`;
+    const data = `data/${t}/${name}`;
     ops.push({ name, data });
-    stored.push({ name: data, dtype: info.dtype, shape: info.shape, runs: [[at, info.byteLength]] });
-    if (old) changed.push(name);
+    stored.push({ name: data, dtype: info.dtype, shape: info.shape, fd: target.fd, runs: [[at, info.byteLength]] });
+    if (old) summary.changed.push(name);
   }
-  const removed = [...base.header.tensors.keys()].filter(
-    (name) => !target.header.tensors.has(name) && !usedAsRename.has(name),
-  );
-  const summary: PatchSummary = {
-    same,
-    changed,
-    rowPatched,
-    added,
+  return { ops, stored };
+}
+
+function writePatch(
+  baseSide: PatchSide,
+  targetSide: PatchSide,
+  outPath: string,
+  options: WriterOptions,
+  maxRowRanges: number,
+): CreatePatchResult {
+  const sharded = baseSide.sharded || targetSide.sharded;
+  const base = hashSide(baseSide);
+  const target = hashSide(targetSide);
+  const lookup = lookupOf(base);
+  const targetNames = new Set(target.flatMap((h) => [...(h.file.stored?.header.tensors.keys() ?? [])]));
+  const summary = new SummaryBuilder();
+  const stored: Stored[] = [];
+  const entries: PatchTarget[] = target.map((hashed, t): PatchTarget => {
+    const { file } = hashed;
+    const ref: PatchFileRef = { name: file.name, size: file.size, sha256: hashed.sha256 };
+    const copy = sharded ? base.findIndex((b) => b.sha256 === hashed.sha256 && b.file.size === file.size) : -1;
+    if (copy >= 0) {
+      summary.same += file.stored?.header.tensors.size ?? 0;
+      for (const name of file.stored?.header.tensors.keys() ?? [])
+        if (!lookup.byName.has(name)) summary.added.push(name);
+      return { ...ref, copy };
+    }
+    if (!file.stored) {
+      const data = `file/${t}`;
+      stored.push({ name: data, dtype: "U8", shape: [file.size], fd: file.fd, runs: [[0, file.size]] });
+      return { ...ref, data };
+    }
+    const header = `header/${t}`;
+    stored.push({
+      name: header,
+      dtype: "U8",
+      shape: [file.stored.headerBytes.length],
+      fd: file.fd,
+      runs: [],
+      bytes: file.stored.headerBytes,
+    });
+    const planned = planTensors(t, file.stored, hashed.digests!, lookup, targetNames, summary, maxRowRanges);
+    stored.push(...planned.stored);
+    return { ...ref, header, tensors: planned.ops };
+  });
+  const baseNames = base.flatMap((h) => [...(h.file.stored?.header.tensors.keys() ?? [])]);
+  const removed = baseNames.filter((name) => !targetNames.has(name) && !summary.usedAsRename.has(name));
+  const headers = (side: readonly Hashed[]) => side.map((h) => h.file.stored?.headerBytes ?? new Uint8Array(0));
+  const metadata = (side: readonly Hashed[]) => side.map((h) => h.file.stored?.header.metadata ?? null);
+  const planSummary: PatchSummary = {
+    same: summary.same,
+    changed: summary.changed,
+    rowPatched: summary.rowPatched,
+    added: summary.added,
     removed,
-    renamed,
-    metadataChanged: !sameMetadata(base.header.metadata, target.header.metadata),
-    headerChanged: Buffer.compare(base.headerBytes, target.headerBytes) !== 0,
-  };
-  const headerTensor = "header/0";
-  const targetEntry: PatchTarget = {
-    name: path.basename(target.path),
-    size: targetDigests.size,
-    sha256: targetDigests.sha256,
-    header: headerTensor,
-    tensors: ops,
+    renamed: summary.renamed,
+    metadataChanged: !sameList(metadata(base), metadata(target), sameMetadata),
+    headerChanged: !sameList(headers(base), headers(target), (a, b) => Buffer.compare(a, b) === 0),
   };
   const plan: PatchPlan = {
-    version: PATCH_VERSION,
-    base: [{ name: path.basename(base.path), size: baseDigests.size, sha256: baseDigests.sha256 }],
-    target: [targetEntry],
-    summary,
+    version: sharded ? SHARDED_PATCH_VERSION : PATCH_VERSION,
+    base: base.map((h) => ({ name: h.file.name, size: h.file.size, sha256: h.sha256 })),
+    target: entries,
+    summary: planSummary,
   };
-  const specs = [
-    [headerTensor, { dtype: "U8", shape: [target.headerBytes.length] }] as const,
-    ...stored.map((entry) => [entry.name, { dtype: entry.dtype, shape: entry.shape }] as const),
-  ];
+  const specs = stored.map((entry) => [entry.name, { dtype: entry.dtype, shape: entry.shape }] as const);
   const writer = createWriter(outPath, specs, { [PATCH_METADATA_KEY]: JSON.stringify(plan) }, options);
   try {
-    writer.write(headerTensor, target.headerBytes);
     for (const entry of stored) {
-      for (const [offset, length] of entry.runs) writer.copyFrom(entry.name, target.fd, offset, length);
+      if (entry.bytes) writer.write(entry.name, entry.bytes);
+      for (const [offset, length] of entry.runs) writer.copyFrom(entry.name, entry.fd, offset, length);
     }
     writer.commit();
   } finally {
     writer.abort();
   }
   return { plan, bytes: writer.layout.totalLength };
+}
+
+function sameList<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) => boolean): boolean {
+  return a.length === b.length && a.every((x, i) => same(x, b[i]!));
 }
 
 function sameMetadata(a: ReadonlyMap<string, string> | null, b: ReadonlyMap<string, string> | null): boolean {

@@ -20,7 +20,18 @@
  * Tensors tile the data region in offset order, so the target is its size prefix, its header and its tensors' bytes
  * one after the other: nothing else is needed to rebuild it byte for byte. `summary` (added, removed, renamed,
  * changed tensors, metadata changed) is for people; applying ignores it. Indices (`0`) name the base and target
- * files, so the format has room for checkpoints of several files; this version writes and applies one file.
+ * files.
+ *
+ * Version 2 patches sharded checkpoints (a directory or an index on either side): `base` lists every file of OLD
+ * (shards and index), all checked before anything is written; `target` every file of NEW, each one of
+ *
+ * - `{name,size,sha256,header:"header/T",tensors:[OP...]}`: a safetensors file rebuilt as above, OPs' `from` naming
+ *   any base file (`[J, OLD]`: a tensor that moved between shards comes from its old shard), data in `data/T/NAME`
+ *   and `rows/T/NAME`;
+ * - `{name,size,sha256,copy:J}`: a byte copy of base file J (a shard that did not change);
+ * - `{name,size,sha256,data:"file/T"}`: the bytes of patch tensor `file/T` (U8 [size]; the index).
+ *
+ * File names are plain names in the checkpoint's directory.
  */
 import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
@@ -29,6 +40,8 @@ import { HEX64, isCount, isRecord } from "./json-checks.js";
 
 export const PATCH_METADATA_KEY = "safetensors_patch";
 export const PATCH_VERSION = 1;
+/** Patches between sharded checkpoints (several base and target files, whole-file copies, raw files). */
+export const SHARDED_PATCH_VERSION = 2;
 
 export interface PatchFileRef {
   readonly name: string;
@@ -44,9 +57,13 @@ export interface PatchOp {
 }
 
 export interface PatchTarget extends PatchFileRef {
-  /** The patch tensor holding the target's header bytes. */
-  readonly header: string;
-  readonly tensors: readonly PatchOp[];
+  /** The patch tensor holding the target's header bytes (a safetensors target). */
+  readonly header?: string;
+  readonly tensors?: readonly PatchOp[];
+  /** Version 2: the target is a byte copy of this base file... */
+  readonly copy?: number;
+  /** ...or the bytes of this patch tensor (U8 [size]). */
+  readonly data?: string;
 }
 
 export interface PatchSummary {
@@ -130,19 +147,31 @@ export function parsePatchPlan(metadata: ReadonlyMap<string, string> | null): Pa
     invalid(`the plan is not JSON (${(error as Error).message})`);
   }
   if (!isRecord(value)) invalid("the plan must be an object");
-  if (value.version !== PATCH_VERSION)
-    invalid(`version ${String(value.version)} is not supported (${PATCH_VERSION} is)`);
+  if (value.version !== PATCH_VERSION && value.version !== SHARDED_PATCH_VERSION)
+    invalid(`version ${String(value.version)} is not supported (${PATCH_VERSION} and ${SHARDED_PATCH_VERSION} are)`);
+  const version = value.version;
   if (!Array.isArray(value.base) || !Array.isArray(value.target)) invalid("base and target must be lists");
   const base = value.base.map((entry, i) => fileRef(entry, `base[${i}]`));
-  const target = value.target.map((entry, i) => {
+  const target = value.target.map((entry, i): PatchTarget => {
     const ref = fileRef(entry, `target[${i}]`);
+    if (version === SHARDED_PATCH_VERSION && isRecord(entry) && entry.copy !== undefined) {
+      if (!isCount(entry.copy) || entry.copy >= base.length) invalid(`target[${i}].copy must name a base file`);
+      return { ...ref, copy: entry.copy };
+    }
+    if (version === SHARDED_PATCH_VERSION && isRecord(entry) && entry.data !== undefined) {
+      if (typeof entry.data !== "string") invalid(`target[${i}].data must be a tensor name`);
+      return { ...ref, data: entry.data };
+    }
     if (!isRecord(entry) || typeof entry.header !== "string" || !Array.isArray(entry.tensors)) {
       invalid(`target[${i}] needs a header tensor name and a tensors list`);
     }
     const tensors = entry.tensors.map((item, k) => op(item, `target[${i}].tensors[${k}]`, base.length));
     return { ...ref, header: entry.header, tensors };
   });
-  return { version: PATCH_VERSION, base, target, summary: (value.summary ?? {}) as PatchSummary };
+  if (version === PATCH_VERSION && (base.length !== 1 || target.length !== 1)) {
+    invalid(`a version ${PATCH_VERSION} patch has one base and one target file`);
+  }
+  return { version, base, target, summary: (value.summary ?? {}) as PatchSummary };
 }
 
 /** Bytes of one row along dim 0, or null when rows are not whole bytes (or the tensor is a scalar). */
