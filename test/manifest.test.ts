@@ -196,7 +196,7 @@ describe("manifest signatures: Sigstore bundle, DSSE envelope, in-toto Statement
     assert.deepEqual(b.verificationMaterial.tlogEntries, []);
     assert.deepEqual(Object.keys(b.dsseEnvelope), ["payload", "payloadType", "signatures"]);
     assert.equal(b.dsseEnvelope.payloadType, "application/vnd.in-toto+json");
-    assert.deepEqual(Object.keys(b.dsseEnvelope.signatures[0]), ["sig"]);
+    assert.deepEqual(b.dsseEnvelope.signatures[0].keyid, "");
     const statement = statementOfBundle(b);
     assert.deepEqual(Object.keys(statement), ["_type", "subject", "predicateType", "predicate"]);
     // Resources sorted by name (code points), as model signing canonicalizes them; the subject digest over them.
@@ -214,6 +214,36 @@ describe("manifest signatures: Sigstore bundle, DSSE envelope, in-toto Statement
       allow_symlinks: false,
     });
     assert.deepEqual(verifyEnvelope(b, publicPemText), goldenManifest);
+  });
+
+  test("a bundle model signing itself wrote (ECDSA P-384): its signature verifies with its key, not with another", () => {
+    const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "model-signing");
+    const real = JSON.parse(fs.readFileSync(path.join(dir, "model.sig"), "utf8"));
+    const realKey = fs.readFileSync(path.join(dir, "signing-key-pub.pem"));
+    assert.equal(signedKind(real), "bundle");
+    // Past the hint and the signature, stopped only by the absent extension (model_signing checks the files itself).
+    assert.throws(
+      () => verifyEnvelope(real, realKey),
+      (error: unknown) => code("ManifestInvalid")(error) && /the signature verifies/.test((error as Error).message),
+    );
+    assert.throws(() => verifyEnvelope(real, publicPem), code("SignatureKeyMismatch"));
+    const statement = JSON.parse(Buffer.from(real.dsseEnvelope.payload, "base64").toString("utf8"));
+    statement.predicate.resources[0].digest = "0".repeat(64);
+    const tampered = {
+      ...real,
+      dsseEnvelope: { ...real.dsseEnvelope, payload: Buffer.from(JSON.stringify(statement)).toString("base64") },
+    };
+    assert.throws(() => verifyEnvelope(tampered, realKey), code("SignatureInvalid"));
+    // Our bundles have the same shape as this one, key for key.
+    const ec = generateKeyPairSync("ec", { namedCurve: "P-384" });
+    const ours = signManifest(manifest, ec.privateKey.export({ type: "pkcs8", format: "pem" }));
+    const shape = (value: unknown): unknown =>
+      Array.isArray(value)
+        ? value.map(shape)
+        : value !== null && typeof value === "object"
+          ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shape(v)]))
+          : typeof value;
+    assert.deepEqual(shape(ours), shape(real));
   });
 
   test("round trip with Ed25519 and ECDSA P-256/P-384 keys; the bare envelope of earlier versions still verifies", () => {

@@ -24,7 +24,7 @@ export interface DsseEnvelope {
   payloadType: string;
   /** Base64 of the payload bytes. */
   payload: string;
-  /** `keyid`: the bare envelopes of earlier versions carried SHA-256 of the key's SPKI DER; bundles leave it out. */
+  /** `keyid`: the bare envelopes of earlier versions carried SHA-256 of the key's SPKI DER; bundles leave it empty. */
   signatures: { keyid?: string; sig: string }[];
 }
 
@@ -124,7 +124,8 @@ export function signManifest(manifest: Manifest, privateKeyPem: string | Uint8Ar
     dsseEnvelope: {
       payload: payload.toString("base64"),
       payloadType: IN_TOTO_PAYLOAD_TYPE,
-      signatures: [{ sig: sig.toString("base64") }],
+      // An empty keyid, as model signing writes it (the key is named by the hint).
+      signatures: [{ sig: sig.toString("base64"), keyid: "" }],
     },
   };
 }
@@ -218,7 +219,14 @@ export function verifyEnvelope(signed: unknown, publicKeyPem: string | Uint8Arra
   if (statement.predicateType !== MODEL_SIGNING_PREDICATE_TYPE) {
     refused(`predicate type ${String(statement.predicateType)}, not ${MODEL_SIGNING_PREDICATE_TYPE}`);
   }
-  const manifest = parseManifest(statement.predicate?.safetensors_manifest);
+  if (statement.predicate?.safetensors_manifest === undefined) {
+    throw new SafetensorError(
+      "ManifestInvalid",
+      "the signature verifies, but the statement carries no safetensors manifest (predicate.safetensors_manifest): " +
+        "signed by another tool, such as model_signing itself, whose verifier checks the files",
+    );
+  }
+  const manifest = parseManifest(statement.predicate.safetensors_manifest);
   const resources = statement.predicate?.resources;
   const expected = resourcesOf(manifest);
   if (
