@@ -127,6 +127,8 @@ describe("native header scanner", { skip: scan ? false : "native addon not built
       [`{"a":${e},}`, 4],
       [`[]`, 0],
       [`{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}`, 2],
+      // An empty tensor whose partial product overflows u64: the reference's ValidationOverflow.
+      [`{"a":{"dtype":"F16","shape":[999999999999999,999999999999999,0],"data_offsets":[0,0]}}`, 0],
     ] as const) {
       check(text, dataLength, false);
     }

@@ -59,12 +59,16 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
     starts.push(at);
     const ndim = records[at++]!;
     let bits = info.bits;
-    for (let d = 0; d < ndim; d++) bits *= records[at++]!;
+    for (let d = 0; d < ndim; d++) {
+      bits *= records[at++]!;
+      // Every partial product exact, so that both overflow rules agree: checked only at the end, [10^15 - 1,
+      // 10^15 - 1, 0] was taken as an empty tensor where the reference's u64 product overflows (ValidationOverflow).
+      if (bits > Number.MAX_SAFE_INTEGER) return null;
+    }
     const begin = records[at++]!;
     const end = records[at++]!;
-    // In file order, no gap, whole bytes, the span the shape needs, and every product exact (then both overflow
-    // rules agree).
-    if (begin !== position || bits > Number.MAX_SAFE_INTEGER || bits % 8 !== 0 || end - begin !== bits / 8) return null;
+    // In file order, no gap, whole bytes, the span the shape needs.
+    if (begin !== position || bits % 8 !== 0 || end - begin !== bits / 8) return null;
     position = end;
   }
   if (position + 8 + headerLength !== fileLength) return null;
