@@ -21,11 +21,14 @@
  *   1, keyStart, keyEnd, valueStart, valueEnd                                 one metadata entry
  *   2                                                                         "__metadata__" is an object
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <node_api.h>
+
+#include "header_scan.h"
 
 typedef struct {
   const uint8_t *p;
@@ -326,11 +329,13 @@ static int scan(const uint8_t *bytes, size_t length, output *out) {
   /* At most length / MIN_ENTRY_BYTES + 1 names: a table of at least twice as many slots stays under half full. */
   size_t slots = 16;
   while (slots < 2 * (length / MIN_ENTRY_BYTES + 1)) slots <<= 1;
-  const uint8_t *small_names[64];
-  uint32_t small_lengths[64];
+  /* 512 slots (6 KB) hold the names of any header up to ~12 KB without an allocation: calloc'ing the table for a
+   * 5 KB header was ~10% of a cold loadFile's native part. */
+  const uint8_t *small_names[512];
+  uint32_t small_lengths[512];
   name_set set = {small_names, small_lengths, slots - 1};
-  if (slots <= 64) {
-    memset(small_names, 0, sizeof small_names);
+  if (slots <= 512) {
+    memset(small_names, 0, slots * sizeof *small_names);
   } else {
     set.names = calloc(slots, sizeof *set.names);
     set.lengths = malloc(slots * sizeof *set.lengths);
@@ -341,7 +346,7 @@ static int scan(const uint8_t *bytes, size_t length, output *out) {
     }
   }
   int result = scan_entries(&c, &st, &set);
-  if (slots > 64) {
+  if (slots > 512) {
     free(set.names);
     free(set.lengths);
   }
@@ -401,6 +406,188 @@ napi_value st_js_scan_header(napi_env env, napi_callback_info info) {
       typed_array(env, argv[1], napi_float64_array, &items, &capacity) == 0) {
     output out = {items, 0, capacity, 0};
     if (scan(bytes, length, &out) == 0) answer = out.overflow ? -2 : (double)out.length;
+  }
+  napi_create_double(env, answer, &result);
+  return result;
+}
+
+/*
+ * Checked scans: the scanner's records with the rules of src/format/scanned.ts applied here, so that a caller that
+ * wants every tensor at once (loadFile's views, native/safetensors_native.c loadViews) builds nothing per tensor in
+ * JavaScript but the tensor itself. The rules are the same, to the letter: tensors in file order tiling the data
+ * region from 0 with no gap, a known dtype, every partial product of bits and dims exact (at most 2^53), whole bytes,
+ * the span the shape needs, no repeated metadata key, and the data region ending at the end of the file. Anything
+ * else answers -1 and the caller reads the file the ordinary way, whose full reader decides (test/scanned.test.ts
+ * checks both give the same tensors, or both refuse, on every case it has).
+ *
+ * Output (doubles): T, S, then per tensor nameStart, nameEnd, dtype index, shape index, begin, byte length (begin
+ * relative to the data region), then S distinct shapes as ndim, dims... Tensors of one shape share it: a model's
+ * layers repeat a few shapes (48 tensors of the benchmark's checkpoint have 6), and JavaScript makes one frozen
+ * array per distinct shape.
+ */
+#define MAX_METADATA_CHECKED 64
+/* Distinct shapes compared against; past this many, a shape is added without looking (never wrong, only less shared). */
+#define MAX_SHAPES_COMPARED 32
+/* Largest integer a double holds exactly, and every smaller one. */
+#define MAX_SAFE_BITS 9007199254740991.0
+
+/* "BOOL,F4,..." with one bit width per name (src/format/dtypes.ts, passed by the caller). 0, or -1 if malformed. */
+int st_dtype_table_parse(dtype_table *table, const char *names, size_t length, const double *bits, size_t nbits) {
+  table->count = 0;
+  size_t begin = 0;
+  for (size_t i = 0; i <= length; i++) {
+    if (i < length && names[i] != ',') continue;
+    if (table->count >= MAX_DTYPES || table->count >= nbits || i == begin) return -1;
+    table->name[table->count] = names + begin;
+    table->length[table->count] = i - begin;
+    table->bits[table->count] = bits[table->count];
+    table->count++;
+    begin = i + 1;
+  }
+  return 0;
+}
+
+static int dtype_index(const dtype_table *table, const uint8_t *s, size_t n) {
+  for (size_t i = 0; i < table->count; i++) {
+    if (table->length[i] == n && memcmp(table->name[i], s, n) == 0) return (int)i;
+  }
+  return -1;
+}
+
+/* 0: `capacity` numbers at `out` hold the output and *written says how many; -2: *written is how many it needs;
+ * -1: not a header of the checked form (the caller reads it the ordinary way). */
+int st_scan_checked(const uint8_t *bytes, size_t length, double file_length, const dtype_table *dtypes, double *out,
+                    size_t capacity, size_t *written) {
+  /* Records and distinct shapes in buffers on the stack when they fit (a 48-tensor header needs ~500 numbers), else
+   * on the heap: the first malloc of ~40 KB in a process after a GC cost ~50 k instructions (malloc_consolidate). */
+  double small_records[2048];
+  size_t small_distinct[256];
+  double *records = small_records;
+  size_t *distinct = small_distinct;
+  int result = -1;
+  output rec = {records, 0, sizeof small_records / sizeof *small_records, 0};
+  if (scan(bytes, length, &rec) != 0) goto done;
+  if (rec.overflow) {
+    /* rec.length is how many numbers the records take. */
+    size_t need_records = rec.length;
+    records = malloc(need_records * sizeof *records);
+    if (records == NULL) goto done;
+    rec = (output){records, 0, need_records, 0};
+    if (scan(bytes, length, &rec) != 0 || rec.overflow) goto done;
+  }
+  /* At most one distinct shape per tensor, and every tensor record holds at least 8 numbers. */
+  if (rec.length / 8 + 1 > sizeof small_distinct / sizeof *small_distinct) {
+    distinct = malloc((rec.length / 8 + 1) * sizeof *distinct);
+    if (distinct == NULL) goto done;
+  }
+
+  size_t tensors = 0, shapes = 0, need = 2;
+  size_t metadata_keys[MAX_METADATA_CHECKED];
+  size_t metadata_count = 0;
+  int metadata = 0;
+  double position = 0;
+  for (size_t at = 0; at < rec.length;) {
+    double tag = records[at++];
+    if (tag == 2) {
+      metadata = 1;
+      continue;
+    }
+    if (tag == 1) {
+      size_t key_length = (size_t)(records[at + 1] - records[at]);
+      if (!metadata || metadata_count >= MAX_METADATA_CHECKED) goto done;
+      for (size_t i = 0; i < metadata_count; i++) {
+        size_t other = metadata_keys[i];
+        if ((size_t)(records[other + 1] - records[other]) == key_length &&
+            memcmp(bytes + (size_t)records[other], bytes + (size_t)records[at], key_length) == 0)
+          goto done;
+      }
+      metadata_keys[metadata_count++] = at;
+      at += 4;
+      continue;
+    }
+    if (tag != 0) goto done;
+    double name_start = records[at], name_end = records[at + 1];
+    int dtype = dtype_index(dtypes, bytes + (size_t)records[at + 2], (size_t)(records[at + 3] - records[at + 2]));
+    if (dtype < 0) goto done;
+    at += 4;
+    size_t shape_record = at;
+    size_t ndim = (size_t)records[at++];
+    double bits = dtypes->bits[dtype];
+    for (size_t d = 0; d < ndim; d++) {
+      bits *= records[at++];
+      if (bits > MAX_SAFE_BITS) goto done;
+    }
+    double begin = records[at++], end = records[at++];
+    if (begin != position || fmod(bits, 8) != 0 || end - begin != bits / 8) goto done;
+    position = end;
+    size_t shape = shapes;
+    for (size_t s = 0; s < shapes && s < MAX_SHAPES_COMPARED; s++) {
+      size_t other = distinct[s];
+      if (records[other] != (double)ndim) continue;
+      size_t d = 0;
+      while (d < ndim && records[other + 1 + d] == records[shape_record + 1 + d]) d++;
+      if (d == ndim) {
+        shape = s;
+        break;
+      }
+    }
+    if (shape == shapes) {
+      distinct[shapes++] = shape_record;
+      need += 1 + ndim;
+    }
+    size_t slot = 2 + tensors * 6;
+    if (slot + 6 <= capacity) {
+      out[slot] = name_start;
+      out[slot + 1] = name_end;
+      out[slot + 2] = (double)dtype;
+      out[slot + 3] = (double)shape;
+      out[slot + 4] = begin;
+      out[slot + 5] = end - begin;
+    }
+    tensors++;
+    need += 6;
+  }
+  if (position + 8 + (double)length != file_length) goto done;
+  *written = need;
+  if (need > capacity) {
+    result = -2;
+    goto done;
+  }
+  out[0] = (double)tensors;
+  out[1] = (double)shapes;
+  size_t put = 2 + tensors * 6;
+  for (size_t s = 0; s < shapes; s++) {
+    size_t ndim = (size_t)records[distinct[s]];
+    memcpy(out + put, records + distinct[s], (1 + ndim) * sizeof *out);
+    put += 1 + ndim;
+  }
+  result = 0;
+done:
+  if (records != small_records) free(records);
+  if (distinct != small_distinct) free(distinct);
+  return result;
+}
+
+/* scanChecked(bytes: Uint8Array, fileLength, out: Float64Array, dtypeNames: string, dtypeBits: Float64Array) ->
+ * numbers written to `out`, -1 (not the checked form) or -2 (`out` too small). What loadViews runs, on bytes. */
+napi_value st_js_scan_checked(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5], result = NULL;
+  void *bytes = NULL, *items = NULL, *bits = NULL;
+  size_t length = 0, capacity = 0, nbits = 0, names_length = 0;
+  double file_length = 0, answer = -1;
+  char names[1024];
+  dtype_table table;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 5 &&
+      typed_array(env, argv[0], napi_uint8_array, &bytes, &length) == 0 &&
+      napi_get_value_double(env, argv[1], &file_length) == napi_ok &&
+      typed_array(env, argv[2], napi_float64_array, &items, &capacity) == 0 &&
+      napi_get_value_string_utf8(env, argv[3], names, sizeof names, &names_length) == napi_ok &&
+      typed_array(env, argv[4], napi_float64_array, &bits, &nbits) == 0 &&
+      st_dtype_table_parse(&table, names, names_length, bits, nbits) == 0) {
+    size_t written = 0;
+    int got = st_scan_checked(bytes, length, file_length, &table, items, capacity, &written);
+    answer = got == 0 ? (double)written : got;
   }
   napi_create_double(env, answer, &result);
   return result;

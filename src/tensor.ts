@@ -156,9 +156,17 @@ export function tensorOfInfo(
   data: Uint8Array,
 ): Tensor {
   if (!Object.isFrozen(info.shape)) return new Tensor(info.dtype, info.shape, data);
+  return trustedTensor(info.dtype, info.shape, data);
+}
+
+/**
+ * `tensorOfInfo` for a caller that checked the header itself (loadFile's one-call path): `shape` frozen, `data`
+ * exactly the bytes `dtype` and `shape` need.
+ */
+export function trustedTensor(dtype: Dtype, shape: readonly number[], data: Uint8Array): Tensor {
   trusting = true;
   try {
-    return new Tensor(info.dtype, info.shape, data);
+    return new Tensor(dtype, shape, data);
   } finally {
     trusting = false;
   }

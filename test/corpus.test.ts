@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { describe, test } from "node:test";
 import { compareCodePoints } from "../src/format/serialize.js";
 import { loadNative } from "../src/io/native.js";
-import { deserialize, isSafetensorError, openFile } from "../src/node.js";
+import { deserialize, isSafetensorError, loadFile, openFile } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, type ExpectedFile, expectedFiles } from "./helpers/corpus.js";
 
 /** Both read backends when the native addon is built; pread alone otherwise. */
@@ -38,7 +38,11 @@ describe("real-file corpus", { skip: corpusAvailable ? false : corpusMissingReas
       const bytes = new Uint8Array(fs.readFileSync(file));
       if (!expected.ok) {
         const codes = expectedCode(expected);
-        for (const attempt of [() => deserialize(bytes), () => openFile(file, { backend: "pread" }).close()]) {
+        for (const attempt of [
+          () => deserialize(bytes),
+          () => openFile(file, { backend: "pread" }).close(),
+          () => loadFile(file),
+        ]) {
           assert.throws(attempt, (error: unknown) => {
             assert.ok(isSafetensorError(error), `not a SafetensorError: ${error}`);
             if (codes.length > 0) assert.ok(codes.includes(error.code), `code ${error.code}, expected ${codes}`);
@@ -58,6 +62,18 @@ describe("real-file corpus", { skip: corpusAvailable ? false : corpusMissingReas
       assert.deepStrictEqual(table, expected.tensors);
       const metadata = parsed.metadata ? Object.fromEntries(parsed.metadata) : null;
       assert.deepStrictEqual(metadata, expected.metadata ?? null);
+
+      // loadFile's views (its one-call path where the addon takes the header): the same tensors.
+      const loaded = [...loadFile(file)].map(([name, tensor]) => ({
+        name,
+        dtype: tensor.dtype,
+        shape: [...tensor.shape],
+        sha256: sha256(tensor.data),
+      }));
+      assert.deepStrictEqual(
+        loaded,
+        expected.tensors!.map(({ name, dtype, shape, sha256 }) => ({ name, dtype, shape, sha256 })),
+      );
 
       for (const backend of backends) {
         using lazy = openFile(file, { backend });

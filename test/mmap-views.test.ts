@@ -10,6 +10,7 @@ import { after, describe, test } from "node:test";
 import { loadNative, nativeStats, uncountedWindows } from "../src/io/native.js";
 import { loadFile, openFile, saveFile, Tensor } from "../src/node.js";
 import { fill } from "./helpers/fill.js";
+import { getGc } from "./helpers/gc.js";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-views-"));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -63,6 +64,83 @@ describe("mapped views", { skip: loadNative() ? false : "native addon not built"
       for (const [name, tensor] of tensors)
         assert.deepEqual(loaded.get(name)!.data, tensor.data, JSON.stringify(options));
     }
+  });
+
+  test("loadFile's one-call path: one window over the whole file, the same tensors as the ordinary way", () => {
+    const cases = new Map<string, Map<string, Tensor>>();
+    cases.set("sample", sample().tensors);
+    // Metadata, empty and scalar tensors, shapes shared by several tensors, a header longer than the 16 KiB read first.
+    const mixed = new Map<string, Tensor>();
+    mixed.set("scalar", new Tensor("F32", [], new Uint8Array(4).fill(7)));
+    mixed.set("empty", new Tensor("BF16", [0, 3], new Uint8Array(0)));
+    for (let i = 0; i < 400; i++) mixed.set(`layer.${i}.weight`, new Tensor("F16", [2, 3], fill(12, i)));
+    mixed.set("packed", new Tensor("F4", [5, 2], fill(5, 9)));
+    cases.set("mixed", mixed);
+    for (const [label, tensors] of cases) {
+      const file = path.join(tmp, `${label}.safetensors`);
+      saveFile(file, tensors, label === "mixed" ? { format: "pt", note: "x".repeat(20_000) } : undefined);
+      const before = nativeStats()!;
+      const loaded = loadFile(file);
+      const after = nativeStats()!;
+      assert.equal(after.mapped, before.mapped + 1, label);
+      assert.equal(after.windows, before.windows + 1, `${label}: one window for every view`);
+      const buffers = new Set([...loaded.values()].map((t) => t.data.buffer));
+      assert.equal(buffers.size, 1, label);
+      assert.equal([...buffers][0]!.byteLength, fs.statSync(file).size, label);
+      const ordinary = loadFile(file, { backend: "pread" });
+      assert.deepEqual([...loaded.keys()], [...ordinary.keys()], label);
+      for (const [name, tensor] of ordinary) {
+        const view = loaded.get(name)!;
+        assert.equal(view.dtype, tensor.dtype, name);
+        assert.deepEqual(view.shape, tensor.shape, name);
+        assert.ok(Object.isFrozen(view.shape), name);
+        assert.deepEqual(view.data, tensor.data, name);
+      }
+    }
+  });
+
+  test("loadFile leaves to the ordinary way what its one call does not take, which reports it as before", () => {
+    const { file } = sample();
+    // A limit below the header's size: the ordinary way's HeaderTooLarge.
+    assert.throws(() => loadFile(file, { maxHeaderBytes: 10 }), { code: "HeaderTooLarge" });
+    assert.throws(() => loadFile(file, { maxHeaderBytes: -1 }), { code: "InvalidOption" });
+    assert.throws(() => loadFile(path.join(tmp, "missing.safetensors")), { code: "IoError", message: /ENOENT/ });
+    assert.throws(
+      () => loadFile(tmp),
+      (error: { code?: string }) => error.code !== undefined,
+    );
+    const truncated = path.join(tmp, "truncated.safetensors");
+    fs.writeFileSync(truncated, fs.readFileSync(file).subarray(0, 200));
+    assert.throws(() => loadFile(truncated), { code: "InvalidHeaderLength" });
+    const short = path.join(tmp, "short.safetensors");
+    fs.writeFileSync(short, fs.readFileSync(file).subarray(0, fs.statSync(file).size - 1));
+    assert.throws(
+      () => loadFile(short),
+      (error: { code?: string }) => typeof error.code === "string",
+    );
+    assert.equal(loadFile(file, { maxHeaderBytes: Number.POSITIVE_INFINITY }).size, 4);
+  });
+
+  const gc = getGc();
+  test("the one window unmaps the file when the views are collected", {
+    skip: gc ? false : "needs --expose-gc",
+  }, async () => {
+    // Collect what earlier tests left first, so that only this file's mapping is counted.
+    const settle = async () => {
+      for (let i = 0; i < 5; i++) {
+        gc!();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
+    const { file } = sample();
+    await settle();
+    const before = nativeStats()!.mapped;
+    let loaded: Map<string, Tensor> | null = loadFile(file);
+    assert.equal(nativeStats()!.mapped, before + 1);
+    assert.equal(loaded.size, 4);
+    loaded = null;
+    await settle();
+    assert.equal(nativeStats()!.mapped, before);
   });
 
   test("writing through a view changes neither the file nor another handle's view", () => {

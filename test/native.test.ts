@@ -6,8 +6,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { Worker } from "node:worker_threads";
 import { SafetensorError } from "../src/format/errors.js";
 import {
@@ -20,6 +18,7 @@ import {
   type NativeAddon,
   nativeStatus,
 } from "../src/io/native.js";
+import { getGc } from "./helpers/gc.js";
 
 const native = loadNative();
 const status = nativeStatus();
@@ -32,19 +31,6 @@ function need(t: TestContext): NativeAddon | null {
     return null;
   }
   return native;
-}
-
-/** `globalThis.gc`, or one obtained through V8 flags; null if neither works (GC assertions are then skipped). */
-function getGc(): (() => void) | null {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (typeof g === "function") return g;
-  try {
-    setFlagsFromString("--expose-gc");
-    const fromVm = runInNewContext("gc") as unknown;
-    return typeof fromVm === "function" ? (fromVm as () => void) : null;
-  } catch {
-    return null;
-  }
 }
 
 /**

@@ -8,9 +8,16 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, test } from "node:test";
 import fc from "fast-check";
+import { DTYPES } from "../src/format/dtypes.js";
 import { type Header, parseHeader } from "../src/format/header.js";
 import { headerFromScan } from "../src/format/scanned.js";
-import { NATIVE_SCAN_MAX_HEADER_BYTES, nativeHeaderScanner } from "../src/io/native.js";
+import {
+  DTYPE_BITS,
+  DTYPE_NAMES,
+  loadNative,
+  NATIVE_SCAN_MAX_HEADER_BYTES,
+  nativeHeaderScanner,
+} from "../src/io/native.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
 
 const scan = nativeHeaderScanner();
@@ -24,10 +31,45 @@ function full(bytes: Uint8Array, fileLength: number): Header | string {
   }
 }
 
-/** The scanner's header, or null; asserts agreement with the full reader. */
+const addon = loadNative();
+const scanChecked = addon?.scanChecked;
+
+/**
+ * The addon's checked scan (what loadFile's one-call path runs) as [name, dtype, shape, data offsets] per tensor, or
+ * null where it refuses; also checks that tensors of one shape share its entry.
+ */
+function checkedTensors(bytes: Uint8Array, fileLength: number): [string, string, number[], number[]][] | null {
+  let out = new Float64Array(16);
+  let got = scanChecked!(bytes, fileLength, out, DTYPE_NAMES, DTYPE_BITS);
+  if (got === -2) {
+    out = new Float64Array(bytes.length * 2 + 64);
+    got = scanChecked!(bytes, fileLength, out, DTYPE_NAMES, DTYPE_BITS);
+  }
+  if (got === -1) return null;
+  assert.ok(got > 0, `scanChecked answered ${got}`);
+  const count = out[0]!;
+  const shapes: number[][] = [];
+  for (let s = 0, at = 2 + count * 6; s < out[1]!; s++) {
+    const ndim = out[at++]!;
+    shapes.push([...out.subarray(at, at + ndim)]);
+    at += ndim;
+  }
+  assert.equal(new Set(shapes.map((shape) => shape.join())).size, Math.min(shapes.length, 32), "distinct shapes");
+  const text = new TextDecoder().decode(bytes);
+  return Array.from({ length: count }, (_, i) => {
+    const t = out.subarray(2 + i * 6, 8 + i * 6);
+    return [text.slice(t[0], t[1]), DTYPES[t[2]!]!, shapes[t[3]!]!, [t[4]!, t[4]! + t[5]!]];
+  });
+}
+
+/** The scanner's header, or null; asserts agreement with the full reader, and the checked scan's with both. */
 function agree(bytes: Uint8Array, fileLength: number): Header | null {
   const records = scan!(bytes);
   const scanned = records && headerFromScan(records, bytes, fileLength);
+  if (scanChecked) {
+    const expected = scanned && [...scanned.tensors.values()].map((t) => [t.name, t.dtype, t.shape, t.dataOffsets]);
+    assert.deepStrictEqual(checkedTensors(bytes, fileLength), expected, new TextDecoder().decode(bytes));
+  }
   if (scanned === null) return null;
   const expected = full(bytes, fileLength);
   const text = new TextDecoder().decode(bytes);

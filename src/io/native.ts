@@ -23,6 +23,7 @@ import { closeSync, fstatSync, openSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { markAsUntransferable } from "node:worker_threads";
 import type { Accelerators } from "../format/accelerators.js";
+import { DTYPES, dtypeInfo } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import { type AddonOrigin, addonCandidates, loadFirst } from "./native-load.js";
 
@@ -92,6 +93,31 @@ export interface NativeAddon {
   stats(): NativeStats;
   /** See native/header_scan.c: numbers written to `out`, -1 (not the simple form), -2 (`out` too small). */
   scanHeader(bytes: Uint8Array, out: Float64Array): number;
+  /**
+   * native/header_scan.c: the scan with src/format/scanned.ts's checks made in C; numbers written to `out`, -1 (not
+   * the checked form), -2 (`out` too small). Optional, as loadViews, which runs it.
+   */
+  scanChecked?(
+    bytes: Uint8Array,
+    fileLength: number,
+    out: Float64Array,
+    dtypeNames: string,
+    dtypeBits: Float64Array,
+  ): number;
+  /**
+   * native/safetensors_native.c: open, check the header, map the file and make one uncounted window over all of it,
+   * in one call (see there); null where the ordinary way must read the file, -2 when `out` is too small. Optional: an
+   * older build lacks it, and loadFile then reads the ordinary way.
+   */
+  loadViews?(
+    path: string,
+    out: Float64Array,
+    names: string[],
+    journal: boolean,
+    maxHeaderBytes: number,
+    dtypeNames: string,
+    dtypeBits: Float64Array,
+  ): ArrayBuffer | null | -2;
   /**
    * Hostile-header helpers (native/header_scan.c; see src/format/accelerators.ts). Optional: a build without them
    * loads and the reader runs its JavaScript loops instead, with the same results.
@@ -489,4 +515,47 @@ export function uncountedWindows(): boolean {
 /** The addon's live counters, or null without the addon. */
 export function nativeStats(): NativeStats | null {
   return loadNative()?.stats() ?? null;
+}
+
+/** The dtype table the addon's checked scans use: src/format/dtypes.ts's names, in order, and their bits. */
+export const DTYPE_NAMES = DTYPES.join(",");
+export const DTYPE_BITS = Float64Array.from(DTYPES, (name) => dtypeInfo(name)!.bits);
+
+/** Reused by every loadViews call (grown when a header needs more): a call allocates nothing here. */
+let viewNumbers = new Float64Array(4096);
+const viewNames: string[] = [];
+
+/**
+ * A whole file mapped by one native call (`loadViews` in native/safetensors_native.c): `window` is every byte of it
+ * (untransferable; collected, it unmaps the file), `numbers` are [st_dev, st_ino, data start, tensor count T, distinct
+ * shape count S, T × (name start, name end, dtype index in DTYPES, shape index, begin in the data region, byte
+ * length), S × (ndim, dims...)], `names` the T tensor names. Both are reused by the next call.
+ */
+export interface MappedViews {
+  window: ArrayBuffer;
+  numbers: Float64Array;
+  names: readonly string[];
+}
+
+/**
+ * Map `path` and check its header in one native call, or null when the addon cannot (an older build, windows V8
+ * would count) or will not (see loadViews) take this file: the caller then reads it the ordinary way, which decides
+ * and reports everything. `journal`: look for the file's edit journal (null when there is one).
+ */
+export function mapViews(path: string, journal: boolean, maxHeaderBytes: number): MappedViews | null {
+  const load = loadNative()?.loadViews;
+  if (load === undefined) return null;
+  let window: ArrayBuffer | null | -2;
+  try {
+    window = load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
+    if (window === -2) {
+      viewNumbers = new Float64Array(viewNumbers[0]!);
+      window = load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
+    }
+  } catch {
+    return null;
+  }
+  if (!(window instanceof ArrayBuffer)) return null;
+  markAsUntransferable(window);
+  return { window, numbers: viewNumbers, names: viewNames };
 }
