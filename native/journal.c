@@ -13,6 +13,19 @@
  *       fdatasync when `sync`. Returns the last CRC (what the next record continues). Everything is written when
  *       it returns.
  *
+ *   journalBegin(journalPath, fileSize, group: Uint8Array, nonce, sync, fd, offsets, lengths, writeFd,
+ *                data: Uint8Array | null, repeat, out: Float64Array) -> undefined
+ *       An edit's first write in one call: create the journal (O_EXCL: EEXIST when one exists), write its header
+ *       ("STJRNL03" · file size · group length · group · nonce · CRC) and one record per range as journalRanges does,
+ *       fdatasync it and its directory when `sync`, then write `data` over the ranges through `writeFd` (`repeat`: a
+ *       block repeated from each range's start; else the ranges' bytes back to back; null: no data write). `out`
+ *       gets the journal's fd (-1 when no journal is left: a failure before the records were complete removes it),
+ *       its end, the last CRC, and 1 once the data is written; a failed data write throws with the journal kept.
+ *   journalEnd(journalFd, journalPath) -> undefined
+ *       Close the journal (fd ≥ 0) and unlink it: the commit point (no error when it is already gone).
+ *   openWritable(path, dev, ino) -> fd
+ *       The file opened read-write, ESTALE unless it is still the file (st_dev, st_ino) whose header was read.
+ *
  *   writeRepeated(fd, block: Uint8Array, offset, length) -> undefined
  *       Write `block` repeated (the last copy cut short) over [offset, offset + length) of `fd`: a fill's data
  *       write, in vectored writes of up to 1024 copies of the same block.
@@ -33,11 +46,13 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -57,6 +72,8 @@
 #define MAX_SAFE_INTEGER 9007199254740991.0
 /* Records per vectored write: three pieces each, within the 1024 buffers Linux and macOS take per call. */
 #define RECORDS_PER_WRITE 300
+/* Longest path taken (PATH_MAX on Linux). */
+#define MAX_PATH_BYTES 4096
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* CRC-32C */
@@ -236,6 +253,14 @@ static bool get_crc(napi_env env, napi_value value, uint32_t *out) {
   return true;
 }
 
+/* A path argument into `path` (MAX_PATH_BYTES + 1 bytes): 0, EINVAL (not a string) or ENAMETOOLONG (too long, or a
+ * NUL byte inside). */
+static int get_path(napi_env env, napi_value value, char *path) {
+  size_t length = 0;
+  if (napi_get_value_string_utf8(env, value, path, MAX_PATH_BYTES + 1, &length) != napi_ok) return EINVAL;
+  return length >= MAX_PATH_BYTES || strlen(path) != length ? ENAMETOOLONG : 0;
+}
+
 static napi_value make_crc(napi_env env, uint32_t crc) {
   napi_value v = NULL;
   napi_create_uint32(env, crc, &v);
@@ -287,57 +312,29 @@ typedef struct {
   uint8_t crc[4];     /* CRC through the old bytes */
 } record_frame;
 
-#define JOURNAL_USAGE "journalRanges(journalFd, at, crc, prefix, fd, offsets, lengths, sync)"
-
-napi_value st_js_journal_ranges(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 8) {
-    return throw_type(env, JOURNAL_USAGE);
-  }
-  int32_t journal_fd, fd;
-  double at_d;
-  uint32_t crc;
-  const uint8_t *prefix;
-  size_t prefix_length, count, count2;
-  const double *offsets, *lengths;
-  bool sync = false;
-  if (!get_int(env, argv[0], &journal_fd) || !get_position(env, argv[1], &at_d) || !get_crc(env, argv[2], &crc) ||
-      !get_u8(env, argv[3], &prefix, &prefix_length) || !get_int(env, argv[4], &fd) ||
-      !get_f64(env, argv[5], &offsets, &count) || !get_f64(env, argv[6], &lengths, &count2) || count != count2 ||
-      napi_get_value_bool(env, argv[7], &sync) != napi_ok) {
-    return throw_type(env, JOURNAL_USAGE);
-  }
-  /* One mapping over the span of all ranges (sorted, as the slice planner gives them; checked). */
-  double span_start = 0, span_end = 0;
-  for (size_t i = 0; i < count; i++) {
-    double o = offsets[i], l = lengths[i];
-    if (!(o >= 0 && l > 0 && o + l <= MAX_SAFE_INTEGER && o == (double)(int64_t)o && l == (double)(int64_t)l) ||
-        (i > 0 && o < offsets[i - 1] + lengths[i - 1])) {
-      return throw_type(env, "journalRanges: ranges must be sorted, disjoint, non-empty integers");
-    }
-    if (i == 0) span_start = o;
-    span_end = o + l;
-  }
-  off_t at = (off_t)at_d;
+/*
+ * Write `prefix` then one record per range (the bytes now at [offsets[i], offsets[i] + lengths[i]) of `fd`) at `at`
+ * of the journal; *crc continues the chain and gets its last value. Ranges sorted, disjoint, non-empty (checked by
+ * the caller). 0 or an errno.
+ */
+static int write_records(int journal_fd, off_t at, uint32_t *crc_io, const uint8_t *prefix, size_t prefix_length,
+                         int fd, const double *offsets, const double *lengths, size_t count) {
   if (count == 0) {
-    if (prefix_length > 0) {
-      struct iovec one = {(void *)prefix, prefix_length};
-      int err = write_all(journal_fd, &one, 1, at);
-      if (err) return throw_errno(env, err, "cannot write the edit journal");
-    }
-    if (sync && fdatasync(journal_fd) != 0) return throw_errno(env, errno, "cannot sync the edit journal");
-    return make_crc(env, crc);
+    if (prefix_length == 0) return 0;
+    struct iovec one = {(void *)prefix, prefix_length};
+    return write_all(journal_fd, &one, 1, at);
   }
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0) page = 4096;
-  uint64_t map_start = (uint64_t)span_start / (uint64_t)page * (uint64_t)page;
-  uint64_t map_length = (uint64_t)span_end - map_start;
-  if (map_length > (uint64_t)SIZE_MAX / 2) return throw_errno(env, EFBIG, "cannot map the edited ranges");
+  /* One mapping over the span of all ranges. */
+  uint64_t map_start = (uint64_t)offsets[0] / (uint64_t)page * (uint64_t)page;
+  uint64_t map_length = (uint64_t)(offsets[count - 1] + lengths[count - 1]) - map_start;
+  if (map_length > (uint64_t)SIZE_MAX / 2) return EFBIG;
   uint8_t *map = mmap(NULL, (size_t)map_length, PROT_READ, MAP_SHARED, fd, (off_t)map_start);
-  if (map == MAP_FAILED) return throw_errno(env, errno, "cannot map the edited ranges");
+  if (map == MAP_FAILED) return errno;
   record_frame frames[RECORDS_PER_WRITE];
   struct iovec iov[1 + 3 * RECORDS_PER_WRITE];
+  uint32_t crc = *crc_io;
   int err = 0;
   for (size_t first = 0; first < count && err == 0; first += RECORDS_PER_WRITE) {
     size_t batch = count - first < RECORDS_PER_WRITE ? count - first : RECORDS_PER_WRITE;
@@ -369,9 +366,178 @@ napi_value st_js_journal_ranges(napi_env env, napi_callback_info info) {
     err = write_all(journal_fd, iov, n, batch_at);
   }
   munmap(map, (size_t)map_length);
+  *crc_io = crc;
+  return err;
+}
+
+/* Whether `offsets`/`lengths` are sorted, disjoint, non-empty integer ranges. */
+static bool valid_ranges(const double *offsets, const double *lengths, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    double o = offsets[i], l = lengths[i];
+    if (!(o >= 0 && l > 0 && o + l <= MAX_SAFE_INTEGER && o == (double)(int64_t)o && l == (double)(int64_t)l) ||
+        (i > 0 && o < offsets[i - 1] + lengths[i - 1])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+#define JOURNAL_USAGE "journalRanges(journalFd, at, crc, prefix, fd, offsets, lengths, sync)"
+
+napi_value st_js_journal_ranges(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 8) {
+    return throw_type(env, JOURNAL_USAGE);
+  }
+  int32_t journal_fd, fd;
+  double at_d;
+  uint32_t crc;
+  const uint8_t *prefix;
+  size_t prefix_length, count, count2;
+  const double *offsets, *lengths;
+  bool sync = false;
+  if (!get_int(env, argv[0], &journal_fd) || !get_position(env, argv[1], &at_d) || !get_crc(env, argv[2], &crc) ||
+      !get_u8(env, argv[3], &prefix, &prefix_length) || !get_int(env, argv[4], &fd) ||
+      !get_f64(env, argv[5], &offsets, &count) || !get_f64(env, argv[6], &lengths, &count2) || count != count2 ||
+      napi_get_value_bool(env, argv[7], &sync) != napi_ok) {
+    return throw_type(env, JOURNAL_USAGE);
+  }
+  if (!valid_ranges(offsets, lengths, count)) {
+    return throw_type(env, "journalRanges: ranges must be sorted, disjoint, non-empty integers");
+  }
+  int err = write_records(journal_fd, (off_t)at_d, &crc, prefix, prefix_length, fd, offsets, lengths, count);
   if (err) return throw_errno(env, err, "cannot write the edit journal");
   if (sync && fdatasync(journal_fd) != 0) return throw_errno(env, errno, "cannot sync the edit journal");
   return make_crc(env, crc);
+}
+
+/* Write `block` repeated (the last copy cut short) over [at, at + length) of `fd`. 0 or an errno. */
+static int write_repeated(int fd, const uint8_t *block, size_t block_length, uint64_t at, uint64_t left) {
+  struct iovec iov[1024];
+  while (left > 0) {
+    int n = 0;
+    uint64_t batch = 0;
+    while (n < 1024 && left > 0) {
+      size_t take = left < block_length ? (size_t)left : block_length;
+      iov[n].iov_base = (void *)block;
+      iov[n++].iov_len = take;
+      left -= take;
+      batch += take;
+    }
+    int err = write_all(fd, iov, n, (off_t)at);
+    if (err) return err;
+    at += batch;
+  }
+  return 0;
+}
+
+/* fsync the directory holding `file` (its new entry); failures ignored, as fsyncDirectory does. */
+static void sync_directory_of(const char *file) {
+  char dir[4096];
+  const char *slash = strrchr(file, '/');
+  size_t n = slash == NULL ? 0 : (size_t)(slash - file);
+  if (slash == file) n = 1;
+  if (n == 0) {
+    dir[0] = '.';
+    n = 1;
+  } else {
+    memcpy(dir, file, n);
+  }
+  dir[n] = 0;
+  int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+  if (dfd < 0) return;
+  (void)fsync(dfd);
+  close(dfd);
+}
+
+#define BEGIN_USAGE \
+  "journalBegin(journalPath, fileSize, group, nonce, sync, fd, offsets, lengths, writeFd, data, repeat, out)"
+/* The header's fixed part (magic, file size, group length) and its end (nonce, CRC). */
+#define HEADER_FIXED 24
+#define MAX_GROUP_BYTES 4096
+
+napi_value st_js_journal_begin(napi_env env, napi_callback_info info) {
+  size_t argc = 12;
+  napi_value argv[12];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 12) {
+    return throw_type(env, BEGIN_USAGE);
+  }
+  char path[MAX_PATH_BYTES + 1];
+  double file_size;
+  const uint8_t *group, *data = NULL;
+  size_t group_length, count, count2, data_length = 0, out_length;
+  uint32_t nonce;
+  bool sync = false, repeat = false;
+  int32_t fd, write_fd;
+  const double *offsets, *lengths;
+  double *out;
+  napi_valuetype data_type;
+  int path_error = get_path(env, argv[0], path);
+  if (path_error == EINVAL || !get_position(env, argv[1], &file_size) || !get_u8(env, argv[2], &group, &group_length) ||
+      !get_crc(env, argv[3], &nonce) || napi_get_value_bool(env, argv[4], &sync) != napi_ok ||
+      !get_int(env, argv[5], &fd) || !get_f64(env, argv[6], &offsets, &count) ||
+      !get_f64(env, argv[7], &lengths, &count2) || count != count2 || !get_int(env, argv[8], &write_fd) ||
+      napi_typeof(env, argv[9], &data_type) != napi_ok ||
+      (data_type != napi_null && !get_u8(env, argv[9], &data, &data_length)) ||
+      napi_get_value_bool(env, argv[10], &repeat) != napi_ok ||
+      !get_f64(env, argv[11], (const double **)&out, &out_length) || out_length < 4) {
+    return throw_type(env, BEGIN_USAGE);
+  }
+  if (path_error) return throw_errno(env, path_error, "cannot create the edit journal");
+  if (group_length > MAX_GROUP_BYTES) return throw_type(env, "journalBegin: group too long");
+  if (!valid_ranges(offsets, lengths, count)) {
+    return throw_type(env, "journalBegin: ranges must be sorted, disjoint, non-empty integers");
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < count; i++) total += (uint64_t)lengths[i];
+  if (data != NULL && (data_length == 0 || (!repeat && data_length != total))) {
+    return throw_type(env, "journalBegin: data must hold the ranges' bytes (or a block to repeat)");
+  }
+  out[0] = -1;
+  out[3] = 0;
+  /* The header: "STJRNL03" · file size · group length · group · nonce · CRC (journal.ts). */
+  uint8_t head[HEADER_FIXED + MAX_GROUP_BYTES + 8];
+  memcpy(head, "STJRNL03", 8);
+  put_u64(head + 8, (uint64_t)file_size);
+  put_u64(head + 16, group_length);
+  memcpy(head + HEADER_FIXED, group, group_length);
+  size_t head_length = HEADER_FIXED + group_length;
+  for (int b = 0; b < 4; b++) head[head_length++] = (uint8_t)(nonce >> (8 * b));
+  uint32_t crc = crc32c(0, head, head_length);
+  for (int b = 0; b < 4; b++) head[head_length++] = (uint8_t)(crc >> (8 * b));
+  /* Created at its final name, exclusively (an existing journal is another edit's: EEXIST). */
+  int journal_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (journal_fd < 0) return throw_errno(env, errno, "cannot create the edit journal");
+  int err = write_records(journal_fd, 0, &crc, head, head_length, fd, offsets, lengths, count);
+  if (err == 0 && sync && fdatasync(journal_fd) != 0) err = errno;
+  if (err) {
+    /* Nothing was written to the file for it: the journal goes. */
+    close(journal_fd);
+    unlink(path);
+    return throw_errno(env, err, "cannot write the edit journal");
+  }
+  if (sync) sync_directory_of(path);
+  out[0] = journal_fd;
+  out[1] = (double)(head_length + total + 24 * (uint64_t)count);
+  out[2] = crc;
+  /* The journal holds the old bytes of every range: now the data. */
+  if (data != NULL) {
+    const uint8_t *from = data;
+    for (size_t i = 0; i < count && err == 0; i++) {
+      uint64_t at = (uint64_t)offsets[i], length = (uint64_t)lengths[i];
+      if (repeat) {
+        err = write_repeated(write_fd, data, data_length, at, length);
+      } else {
+        struct iovec one = {(void *)from, (size_t)length};
+        err = write_all(write_fd, &one, 1, (off_t)at);
+        from += length;
+      }
+    }
+    if (err) return throw_errno(env, err, "cannot write the edited range");
+    out[3] = 1;
+  }
+  return NULL;
 }
 
 /* Called from the addon's init (safetensors_native.c), once per environment (worker threads too). */
@@ -397,21 +563,65 @@ napi_value st_js_write_repeated(napi_env env, napi_callback_info info) {
       offset_d + length_d > MAX_SAFE_INTEGER) {
     return throw_type(env, REPEATED_USAGE);
   }
-  struct iovec iov[1024];
-  uint64_t at = (uint64_t)offset_d, left = (uint64_t)length_d;
-  while (left > 0) {
-    int n = 0;
-    uint64_t batch = 0;
-    while (n < 1024 && left > 0) {
-      size_t take = left < block_length ? (size_t)left : block_length;
-      iov[n].iov_base = (void *)block;
-      iov[n++].iov_len = take;
-      left -= take;
-      batch += take;
-    }
-    int err = write_all(fd, iov, n, (off_t)at);
-    if (err) return throw_errno(env, err, "cannot write the edited range");
-    at += batch;
+  int err = write_repeated(fd, block, block_length, (uint64_t)offset_d, (uint64_t)length_d);
+  if (err) return throw_errno(env, err, "cannot write the edited range");
+  return NULL;
+}
+
+#define WRITABLE_USAGE "openWritable(path, dev, ino)"
+
+/*
+ * openWritable(path, dev, ino) -> fd: the file opened read-write, refused (ESTALE) unless it is still the file
+ * (st_dev, st_ino, as openHead reported them) whose header was validated. The descriptor is the caller's.
+ */
+napi_value st_js_open_writable(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  char path[MAX_PATH_BYTES + 1];
+  double dev, ino;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
+      napi_get_value_double(env, argv[1], &dev) != napi_ok || napi_get_value_double(env, argv[2], &ino) != napi_ok) {
+    return throw_type(env, WRITABLE_USAGE);
   }
+  int path_error = get_path(env, argv[0], path);
+  if (path_error == EINVAL) return throw_type(env, WRITABLE_USAGE);
+  if (path_error) return throw_errno(env, path_error, "open");
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return throw_errno(env, errno, "open");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, err, "fstat");
+  }
+  /* Compared as openHead reports them (doubles). */
+  if ((double)st.st_dev != dev || (double)st.st_ino != ino) {
+    close(fd);
+    return throw_errno(env, ESTALE, "the file was replaced while it was opened");
+  }
+  napi_value result = NULL;
+  napi_create_int32(env, fd, &result);
+  return result;
+}
+
+#define END_USAGE "journalEnd(journalFd, journalPath)"
+
+/*
+ * journalEnd(journalFd, journalPath) -> undefined: close the journal and remove it (the commit point of an edit, or
+ * the end of a rollback); a journal already gone is no error.
+ */
+napi_value st_js_journal_end(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  char path[MAX_PATH_BYTES + 1];
+  int32_t fd;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || !get_int(env, argv[0], &fd)) {
+    return throw_type(env, END_USAGE);
+  }
+  int path_error = get_path(env, argv[1], path);
+  if (path_error == EINVAL) return throw_type(env, END_USAGE);
+  if (path_error) return throw_errno(env, path_error, "cannot remove the edit journal");
+  if (fd >= 0) close(fd);
+  if (unlink(path) != 0 && errno != ENOENT) return throw_errno(env, errno, "cannot remove the edit journal");
   return NULL;
 }

@@ -59,6 +59,9 @@ napi_value st_js_owned_pages(napi_env env, napi_callback_info info);
 void st_journal_init(void);
 napi_value st_js_crc32c(napi_env env, napi_callback_info info);
 napi_value st_js_journal_ranges(napi_env env, napi_callback_info info);
+napi_value st_js_journal_begin(napi_env env, napi_callback_info info);
+napi_value st_js_open_writable(napi_env env, napi_callback_info info);
+napi_value st_js_journal_end(napi_env env, napi_callback_info info);
 napi_value st_js_write_repeated(napi_env env, napi_callback_info info);
 
 #define HUGE_PAGE_SIZE ((size_t)2 << 20)
@@ -1229,6 +1232,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"crc32c", NULL, st_js_crc32c, NULL, NULL, NULL, napi_enumerable, NULL},
       {"journalRanges", NULL, st_js_journal_ranges, NULL, NULL, NULL, napi_enumerable, NULL},
       {"writeRepeated", NULL, st_js_write_repeated, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"journalBegin", NULL, st_js_journal_begin, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"openWritable", NULL, st_js_open_writable, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"journalEnd", NULL, st_js_journal_end, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},
       {"preadInto", NULL, js_pread_into, NULL, NULL, NULL, napi_enumerable, NULL},
       {"window", NULL, js_window, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -69,8 +69,9 @@ test("a zero fill without the codecs: the same bytes as encoding +0 (and -0 stil
       const elements = (group.length * 8) / dtypeOf(dtype).bits;
       assert.deepEqual(group, fromFloat32(dtype, new Float32Array(elements)), dtype);
     }
+    // Zero bytes repeated are zero elements whatever the block's length: no rounding to whole groups.
     const block = fillBlock(dtype, 0, 1000);
-    assert.ok(block.length <= 1000 && block.length % group.length === 0 && block.every((b) => b === 0), dtype);
+    assert.ok(block.length === 1000 && block.every((b) => b === 0), dtype);
   }
   assert.deepEqual(encodeScalarGroup("F16", -0), new Uint8Array([0x00, 0x80]));
   assert.deepEqual(fillBlock("BF16", 1, 4), new Uint8Array([0x80, 0x3f, 0x80, 0x3f]));

@@ -13,7 +13,9 @@ import * as path from "node:path";
 import { afterEach, beforeEach, test } from "node:test";
 import fc from "fast-check";
 import { crc32c } from "../src/edit/crc32c.js";
+import { editFastNative } from "../src/edit/edit-native.js";
 import { encodeJournal, splitRanges } from "../src/edit/journal.js";
+import type { EditHandle } from "../src/edit/region.js";
 import { loadNative } from "../src/io/native.js";
 import { journalPathFor, openForEdit, recoverFile, type SafetensorErrorCode, saveFile, Tensor } from "../src/node.js";
 import { hasCode } from "./helpers/errors.js";
@@ -133,6 +135,40 @@ test("journals written with and without the addon have the same records and roll
   // Equal but for the random nonce and the CRCs it changes.
   assert.equal(journals[0]!.length, journals[1]!.length);
   assert.deepEqual(journals[0]!.subarray(0, 24), journals[1]!.subarray(0, 24));
+});
+
+test("the one-call native path writes exactly the journal encodeJournal describes, and the data after it", (t) => {
+  if (editFastNative() === null) return t.skip("the native addon (with its one-call edit path) is not loaded");
+  const before = new Uint8Array(fs.readFileSync(file));
+  const edit = openForEdit(file) as EditHandle;
+  const a = edit.byteRange("a").offset + 8 * 128;
+  const b = edit.byteRange("b").offset + 64;
+  edit.write("a", "8:24", { fill: 0 }); // the journal's first records: one native call with the data
+  edit.write("b", "1:3", new Float32Array(32).fill(1.5)); // appended
+  const journal = new Uint8Array(fs.readFileSync(journalPathFor(file)));
+  const nonce = new DataView(journal.buffer).getUint32(24, true);
+  const records = [
+    { offset: a, bytes: before.slice(a, a + 2048) },
+    { offset: b, bytes: before.slice(b, b + 128) },
+  ];
+  assert.deepEqual(journal, encodeJournal({ fileSize: before.length, records, nonce }));
+  const expected = before.slice();
+  expected.fill(0, a, a + 2048);
+  expected.set(new Uint8Array(new Float32Array(32).fill(1.5).buffer), b);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(file)), expected, "only the two ranges changed");
+  edit.close(); // rolled back
+  assert.deepEqual(new Uint8Array(fs.readFileSync(file)), before);
+  assert.ok(!fs.existsSync(journalPathFor(file)));
+});
+
+test("journalPathFor's string shortcut gives what node:path gives, for any path", () => {
+  const segment = fc.constantFrom("", ".", "..", "a", ".b", "c.safetensors", "d..e", "-");
+  fc.assert(
+    fc.property(fc.boolean(), fc.array(segment, { maxLength: 5 }), (absolute, segments) => {
+      const file = (absolute ? "/" : "") + segments.join("/");
+      assert.equal(journalPathFor(file), path.join(path.dirname(file), `.${path.basename(file)}-journal`), file);
+    }),
+  );
 });
 
 /** Version 2 (SHA-256 chained), as earlier versions wrote it. */

@@ -19,7 +19,36 @@ export interface EditNative {
   writeRepeated(fd: number, block: Uint8Array, offset: number, length: number): void;
 }
 
+/** The one-call edit path (a later build than EditNative's functions; each caller checks for it). */
+export interface EditFastNative extends EditNative {
+  /**
+   * Create the journal (exclusively: EEXIST), write its header and the records of the ranges (old bytes read from
+   * `fd`), sync when asked, then write `data` over the ranges through `writeFd` (repeated from each range's start
+   * when `repeat`; null: no data write). `out`: journal fd (-1 when no journal was left), journal end, last CRC,
+   * 1 once the data is written.
+   */
+  journalBegin(
+    journalPath: string,
+    fileSize: number,
+    group: Uint8Array,
+    nonce: number,
+    sync: boolean,
+    fd: number,
+    offsets: Float64Array,
+    lengths: Float64Array,
+    writeFd: number,
+    data: Uint8Array | null,
+    repeat: boolean,
+    out: Float64Array,
+  ): void;
+  /** Close the journal's descriptor (when ≥ 0) and remove it (no error when it is gone). */
+  journalEnd(journalFd: number, journalPath: string): void;
+  /** The file opened read-write; ESTALE unless it still has the identity `dev`, `ino`. */
+  openWritable(path: string, dev: number, ino: number): number;
+}
+
 let cached: EditNative | null | undefined;
+let fast: EditFastNative | null | undefined;
 
 export function editNative(): EditNative | null {
   if (cached === undefined) {
@@ -32,4 +61,18 @@ export function editNative(): EditNative | null {
         : null;
   }
   return cached;
+}
+
+/** The addon when it has the one-call edit path, else null. */
+export function editFastNative(): EditFastNative | null {
+  if (fast === undefined) {
+    const addon = editNative() as Partial<EditFastNative> | null;
+    fast =
+      typeof addon?.journalBegin === "function" &&
+      typeof addon.journalEnd === "function" &&
+      typeof addon.openWritable === "function"
+        ? (addon as EditFastNative)
+        : null;
+  }
+  return fast;
 }

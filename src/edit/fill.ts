@@ -75,14 +75,21 @@ const BLOCK_BYTES = 1 << 16;
 let zeroBlock: Uint8Array | null = null;
 
 /**
- * Bytes of one repeated-pattern block: the whole groups of `value` that fit in `maxBytes` (at most 64 KiB). Read-only:
- * zero fills share one block, so that an edit's fill touches no fresh memory.
+ * Bytes of one repeated-pattern block: the whole groups of `value` that fit in `maxBytes` (at most 64 KiB; for zeros,
+ * any length: zero bytes repeated are zero elements). Read-only: zero fills share one block, so that an edit's fill
+ * touches no fresh memory.
  */
 export function fillBlock(dtype: Dtype, value: number, maxBytes: number, tensor?: string): Uint8Array {
+  if (isZeroBits(dtype, value)) {
+    zeroBlock ??= new Uint8Array(BLOCK_BYTES);
+    return zeroBlock.subarray(0, Math.max(1, Math.min(maxBytes, BLOCK_BYTES)));
+  }
   const bits = dtypeOf(dtype).bits;
   const groupBytes = (bits * (8 / gcd(bits, 8))) / 8;
-  const size = Math.max(groupBytes, Math.floor(Math.min(maxBytes, BLOCK_BYTES) / groupBytes) * groupBytes);
-  if (!isZeroBits(dtype, value)) return filledBytes(dtype, value, size, tensor);
-  zeroBlock ??= new Uint8Array(BLOCK_BYTES);
-  return zeroBlock.subarray(0, size);
+  return filledBytes(
+    dtype,
+    value,
+    Math.max(groupBytes, Math.floor(Math.min(maxBytes, BLOCK_BYTES) / groupBytes) * groupBytes),
+    tensor,
+  );
 }

@@ -10,16 +10,25 @@
  */
 import * as fs from "node:fs";
 import { canEncode, encodedByteLength, fromFloat32 } from "../codecs/index.js";
+import { SafetensorsFile } from "../file.js";
 import { SafetensorError } from "../format/errors.js";
 import type { HeaderOptions, TensorInfo } from "../format/header.js";
-import { ioError, preadInto } from "../io/node-file.js";
+import { ioError, type OpenedFile, openWithHead, PreadSource, preadInto } from "../io/node-file.js";
 import { writeAllAt, writeBuffersAt } from "../io/node-write.js";
-import { openFile } from "../node-files.js";
 import { isShardedTarget } from "../shards/node.js";
 import type { ByteRange, SliceIndex } from "../slice/index.js";
-import { editNative } from "./edit-native.js";
+import { editFastNative, editNative } from "./edit-native.js";
 import { fillBlock, filledBytes } from "./fill.js";
-import { hasJournal, JournalWriter, readRegion, recoverFile, removeJournal, rollbackFromJournal } from "./journal.js";
+import {
+  dataWriteError,
+  hasJournal,
+  JournalWriter,
+  type RangeData,
+  readRegion,
+  recoverFile,
+  removeJournal,
+  rollbackFromJournal,
+} from "./journal.js";
 import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } from "./proof.js";
 import { recoverCheckpoint, ShardedEditHandle } from "./sharded-edit.js";
 import { planWrite, type WritePlan } from "./write-plan.js";
@@ -119,6 +128,11 @@ function encodeValues(info: TensorInfo, elements: number, byteLength: number, va
   return encoded;
 }
 
+/** Whether `values` is a `{fill}` (anything but numbers, a Float32Array or raw bytes). */
+function isFillOf(values: EditValues): values is { readonly fill: number } {
+  return !(values instanceof Uint8Array || values instanceof Float32Array || Array.isArray(values));
+}
+
 /** Index of the range holding `offset` (ranges sorted and disjoint; the last hit is tried first). */
 function rangeOf(ranges: readonly ByteRange[], offset: number, hint: number): number {
   const at = ranges[hint]!;
@@ -133,9 +147,15 @@ function rangeOf(ranges: readonly ByteRange[], offset: number, hint: number): nu
   return lo;
 }
 
+/** `path` opened read-write: with the addon, refused unless it is still the file `opened` (whose header was read). */
+function openWritable(path: string, opened: OpenedFile): number {
+  const native = editFastNative();
+  return native ? native.openWritable(path, opened.dev, opened.ino) : fs.openSync(path, "r+");
+}
+
 export class EditHandle implements Editor {
   readonly path: string;
-  readonly #file: ReturnType<typeof openFile>;
+  readonly #file: SafetensorsFile;
   readonly #fd: number;
   readonly #size: number;
   readonly #fsync: boolean;
@@ -145,22 +165,25 @@ export class EditHandle implements Editor {
   #journalBytes = 0;
   #closed = false;
 
-  /** @internal use `openForEdit`. `group` ties the journals of one multi-shard edit together (sharded-edit.ts). */
-  constructor(path: string, options: EditOptions, group = "") {
+  /**
+   * @internal use `openForEdit`. `group` ties the journals of one multi-shard edit together (sharded-edit.ts);
+   * `opened`: the file as `openWithHead` opened it (taken over), else opened here.
+   */
+  constructor(path: string, options: EditOptions, group = "", opened?: OpenedFile) {
     this.path = path;
     this.#fsync = options.fsync ?? false;
     this.#group = group;
     this.#maxJournalBytes = options.maxJournalBytes ?? DEFAULT_MAX_JOURNAL_BYTES;
     if (!(this.#maxJournalBytes >= 0)) {
+      if (opened) fs.closeSync(opened.fd);
       throw new SafetensorError("InvalidOption", `maxJournalBytes must be ≥ 0, got ${this.#maxJournalBytes}`);
     }
-    // The header is validated before anything is opened for writing.
-    // mmap when the addon is there: the old bytes a write needs in memory (ranges that bridge gaps) are then read
-    // from the page cache through the mapping (file pages, faulted 16 at a time), not copied into fresh anonymous
-    // memory, whose first touch costs 20–50 µs a page on loaded VMs. (The journal reads them itself.)
-    this.#file = openFile(path, { ...options, backend: "auto", interruptedEdit: "ignore" });
+    // The header is validated before anything is opened for writing. Positional reads: the edit reads nothing
+    // but the header through this source (old bytes a write needs in memory are read from the writable descriptor).
+    const head = opened ?? openWithHead(path);
+    this.#file = SafetensorsFile.open(PreadSource.opened(head), options);
     try {
-      this.#fd = fs.openSync(path, "r+");
+      this.#fd = openWritable(path, head);
       // The size the header was validated against (no fstat: a process's first Stats object cost ~0.1 ms).
       this.#size = this.#file.header.fileLength;
     } catch (error) {
@@ -216,67 +239,91 @@ export class EditHandle implements Editor {
     options: WriteOptions = {},
   ): EditResult {
     this.#live();
-    const verify = options.verify ?? "none";
-    if (verify !== "none" && verify !== "tensor" && verify !== "full") {
-      throw new SafetensorError("InvalidOption", `verify must be "none", "tensor" or "full", got ${String(verify)}`);
-    }
     const info = this.#file.info(name);
     const plan = planWrite(info.dtype, info.exactShape ?? info.shape, slice);
-    const isFill = !(values instanceof Uint8Array || values instanceof Float32Array || Array.isArray(values));
-    // Checked for every write (counts, lengths, a fill's range), even when the block below replaces it.
-    const encoded = isFill ? null : encodeValues(info, plan.elementCount, plan.byteLength, values);
-    const tensorRange = this.#file.byteRange(name);
-    const base = tensorRange.offset;
-    const { ranges, exact } = plan;
+    const verify = options.verify ?? "none";
+    // The common case in few lines (a process's first edit compiles every function it runs: ~1 µs a line here).
+    if (verify !== "none" || !plan.exact) return this.#writeChecked(name, info, plan, values, verify);
+    const encoded = isFillOf(values) ? null : encodeValues(info, plan.elementCount, plan.byteLength, values);
+    const { offsets, lengths, total, result } = this.#placed(name, plan);
+    if (total === 0) return result;
+    // The new bytes as given, or one ≤ 64 KiB block of the fill's pattern repeated: journaled and written in one
+    // native call when the addon has it.
+    const bytes = encoded ?? fillBlock(info.dtype, (values as { fill: number }).fill, total, name);
+    this.#journalAndWrite(offsets, lengths, total, { fd: this.#fd, bytes, repeat: encoded === null });
+    return result;
+  }
+
+  /** Absolute offsets and lengths of a plan's ranges (room checked in the journal) and the write's result. */
+  #placed(name: string, plan: WritePlan) {
+    const base = this.#file.byteRange(name).offset;
+    const { ranges } = plan;
+    const offsets = new Float64Array(ranges.length);
+    const lengths = new Float64Array(ranges.length);
     let total = 0;
-    for (const range of ranges) total += range.end - range.start;
+    for (let i = 0; i < ranges.length; i++) {
+      offsets[i] = base + ranges[i]!.start;
+      lengths[i] = ranges[i]!.end - ranges[i]!.start;
+      total += lengths[i]!;
+    }
     this.#checkJournalRoom(total, name);
-    const result = {
+    const result: EditResult = {
       file: this.path,
       tensor: name,
       elements: plan.elementCount,
       bytes: plan.byteLength,
       ranges: ranges.map((r) => ({ start: base + r.start, end: base + r.end })),
     };
-    if (ranges.length === 0) return result;
-    // A fill over exactly the slice's bytes (no gaps) is written from one ≤ 64 KiB block of the pattern, repeated.
-    const fill = (values as { fill: number }).fill;
-    const block = isFill && exact && verify === "none" ? fillBlock(info.dtype, fill, total, name) : null;
-    const next = block
-      ? []
-      : newContent(
-          plan,
-          () => this.#oldBytes(name, tensorRange.length, base, ranges),
-          encoded ?? filledBytes(info.dtype, fill, plan.byteLength, name),
-        );
-    const overlays: Overlay[] = block
-      ? []
-      : ranges.map((range, i) => ({ offset: base + range.start, bytes: next[i]! }));
-    const end = base + tensorRange.length;
+    return { base, offsets, lengths, total, result };
+  }
+
+  /** A write that bridges gaps (old bytes read and laid under the new ones) or is verified. */
+  #writeChecked(name: string, info: TensorInfo, plan: WritePlan, values: EditValues, verify: VerifyLevel): EditResult {
+    if (verify !== "none" && verify !== "tensor" && verify !== "full") {
+      throw new SafetensorError("InvalidOption", `verify must be "none", "tensor" or "full", got ${String(verify)}`);
+    }
+    const encoded = isFillOf(values) ? null : encodeValues(info, plan.elementCount, plan.byteLength, values);
+    const { base, offsets, lengths, total, result } = this.#placed(name, plan);
+    if (total === 0) return result;
+    const { ranges } = plan;
+    const next = newContent(
+      plan,
+      () => ranges.map((range) => readRegion(this.#fd, base + range.start, range.end - range.start)),
+      encoded ?? filledBytes(info.dtype, (values as { fill: number }).fill, plan.byteLength, name),
+    );
+    const overlays: Overlay[] = ranges.map((range, i) => ({ offset: base + range.start, bytes: next[i]! }));
+    const end = base + this.#file.byteRange(name).length;
     let tensorDigests: SpanDigests | undefined;
     let fileDigests: SpanDigests | undefined;
     if (verify !== "none") tensorDigests = spanDigests(this.#fd, base, end, overlays);
     if (verify === "full") fileDigests = spanDigests(this.#fd, 0, this.#size, overlays);
-    // The journal holds the old bytes (read from the file) before the first data byte changes.
-    const offsets = new Float64Array(ranges.length);
-    const lengths = new Float64Array(ranges.length);
-    for (let i = 0; i < ranges.length; i++) {
-      offsets[i] = base + ranges[i]!.start;
-      lengths[i] = ranges[i]!.end - ranges[i]!.start;
-    }
-    const journal = this.#journal ?? JournalWriter.create(this.path, this.#size, this.#group, this.#fsync);
-    journal.appendRanges(this.#fd, offsets, lengths);
-    this.#journal = journal;
-    this.#journalBytes += total;
+    this.#journalAndWrite(offsets, lengths, total, null);
     try {
-      if (block)
-        for (const range of ranges) writeRepeated(this.#fd, block, base + range.start, range.end - range.start);
       for (const overlay of overlays) writeAllAt(this.#fd, overlay.bytes, overlay.offset);
     } catch (error) {
-      throw ioError(error, `cannot write to ${this.path} (the journal can restore it: rollback() or recover)`);
+      throw dataWriteError(error, this.path);
     }
     if (tensorDigests === undefined) return result;
     return { ...result, proof: this.#prove(name, base, end, tensorDigests, fileDigests) };
+  }
+
+  /**
+   * Journal the old bytes of the ranges (the journal holds them before the first data byte changes), then write
+   * `data` over them when given (in the same native call where the addon can).
+   */
+  #journalAndWrite(offsets: Float64Array, lengths: Float64Array, total: number, data: RangeData | null): void {
+    const journal = this.#journal ?? JournalWriter.create(this.path, this.#size, this.#group, this.#fsync);
+    const before = journal.records;
+    let written: boolean;
+    try {
+      written = journal.appendRanges(this.#fd, offsets, lengths, data ?? undefined);
+    } finally {
+      if (journal.records > before) {
+        this.#journal = journal;
+        this.#journalBytes += total;
+      }
+    }
+    if (!written && data !== null) writeData(this.path, data, offsets, lengths);
   }
 
   /** `TooLarge` when journaling `bytes` more would pass `maxJournalBytes`. */
@@ -307,16 +354,6 @@ export class EditHandle implements Editor {
     };
   }
 
-  /** The bytes now in `ranges` of a tensor (views of the mapping, read before any byte changes; else read). */
-  #oldBytes(name: string, tensorLength: number, base: number, ranges: readonly ByteRange[]): Uint8Array[] {
-    const mapped = this.#file.backend === "mmap" && tensorLength < 2 ** 31 ? this.#file.getTensor(name).data : null;
-    return ranges.map((range) =>
-      mapped
-        ? mapped.subarray(range.start, range.end)
-        : readRegion(this.#fd, base + range.start, range.end - range.start),
-    );
-  }
-
   /**
    * @internal Journal `old` (the bytes now at absolute `offset`) and write `next` (same length) there: the raw write
    * of streaming edits (masks), which compute each chunk's new bytes from its old ones.
@@ -334,7 +371,7 @@ export class EditHandle implements Editor {
     try {
       writeAllAt(this.#fd, next, offset);
     } catch (error) {
-      throw ioError(error, `cannot write to ${this.path} (the journal can restore it: rollback() or recover)`);
+      throw dataWriteError(error, this.path);
     }
   }
 
@@ -358,8 +395,7 @@ export class EditHandle implements Editor {
   /** @internal Second half of a commit: the journal removed, the edits final. */
   dropJournal(): void {
     if (this.#journal === null) return;
-    this.#journal.close();
-    removeJournal(this.path);
+    this.#journal.remove();
     this.#journal = null;
     this.#journalBytes = 0;
   }
@@ -404,6 +440,18 @@ export class EditHandle implements Editor {
   }
 }
 
+/** Write `data` over the ranges (the addon's one-call path did not). */
+function writeData(file: string, data: RangeData, offsets: Float64Array, lengths: Float64Array): void {
+  try {
+    for (let i = 0, at = 0; i < offsets.length; at += lengths[i]!, i++) {
+      if (data.repeat) writeRepeated(data.fd, data.bytes, offsets[i]!, lengths[i]!);
+      else writeAllAt(data.fd, data.bytes.subarray(at, at + lengths[i]!), offsets[i]!);
+    }
+  } catch (error) {
+    throw dataWriteError(error, file);
+  }
+}
+
 /** Write `length` bytes at `offset`: `block` repeated (vectored writes of the same buffer), cut to length. */
 function writeRepeated(fd: number, block: Uint8Array, offset: number, length: number): void {
   const native = editNative();
@@ -418,11 +466,12 @@ function writeRepeated(fd: number, block: Uint8Array, offset: number, length: nu
 }
 
 /**
- * The new content of each range: the slice's bytes, laid over the old bytes where the ranges also cover gaps. When
+ * The new content of each range: the slice's bytes, laid over the old bytes (`oldBytes`: fresh copies, overwritten
+ * here) where the ranges also cover gaps. When
  * the plan is exact (the ranges hold the slice in memory order: `1024:1152`), they are views of `encoded` and nothing
  * is copied or read.
  */
-function newContent(plan: WritePlan, oldBytes: () => readonly Uint8Array[], encoded: Uint8Array): Uint8Array[] {
+function newContent(plan: WritePlan, oldBytes: () => Uint8Array[], encoded: Uint8Array): Uint8Array[] {
   const { ranges } = plan;
   if (plan.exact || plan.plan === undefined) {
     let at = 0;
@@ -432,7 +481,7 @@ function newContent(plan: WritePlan, oldBytes: () => readonly Uint8Array[], enco
       return view;
     });
   }
-  const next = oldBytes().map((bytes) => bytes.slice());
+  const next = oldBytes();
   const length = plan.plan.chunkLength;
   let k = 0;
   let hint = 0;
@@ -466,12 +515,22 @@ export interface Editor {
  * nothing is then touched); the header (every shard's, and the index) is validated.
  */
 export function openForEdit(path: string, options: EditOptions = {}): Editor {
-  // Only a directory or an index can be a checkpoint. `access("PATH/")` tells a directory without a Stats object,
-  // and the journal's stat is the usual case of recovery (none): the first edit of a process skips both full checks.
-  if ((path.endsWith(".index.json") || fs.existsSync(`${path}/`)) && isShardedTarget(path)) {
+  // Only a directory or an index can be a checkpoint: a file is opened at once (the open also tells whether its
+  // journal exists), a directory is told by its failed open, so the first edit of a process stats nothing.
+  let opened: OpenedFile | undefined;
+  if (!path.endsWith(".index.json")) {
+    try {
+      opened = openWithHead(path, true);
+    } catch (error) {
+      if (!fs.existsSync(`${path}/`)) throw error;
+    }
+  }
+  if (opened === undefined && isShardedTarget(path)) {
     recoverCheckpoint(path, { fsync: options.fsync ?? false });
     return new ShardedEditHandle(path, options);
   }
-  if (hasJournal(path)) recoverFile(path, { fsync: options.fsync ?? false });
+  if (opened && !(opened.journal ?? hasJournal(path))) return new EditHandle(path, options, "", opened);
+  if (opened) fs.closeSync(opened.fd);
+  recoverFile(path, { fsync: options.fsync ?? false });
   return new EditHandle(path, options);
 }
