@@ -82,7 +82,7 @@ test("headless Chromium reads by URL and through a File", {
       page.on("pageerror", (error) => errors.push(String(error)));
       await page.goto(`${nginx.url}/fx/index.html`);
       await page.setInputFiles("#file", path.join(nginx.files, "model.safetensors"));
-      nginx.clearLog();
+      await nginx.clearLog();
       const result: Record<string, unknown> = await page.evaluate(
         `(${PAGE_SCRIPT})(${JSON.stringify(`${nginx.url}/fx/model.safetensors`)})`,
       );
@@ -105,7 +105,7 @@ test("headless Chromium reads by URL and through a File", {
         tensors: ["column", "expanded", "fortran", "offset", "strided", "transposed", "whole"],
       });
       // The URL read: the bundle, then one Range request covering this small file (tensors served from it).
-      const ranged = nginx.log().filter((e) => e.path === "/fx/model.safetensors");
+      const ranged = (await nginx.log()).filter((e) => e.path === "/fx/model.safetensors");
       assert.equal(ranged.length, 1);
       assert.equal(ranged[0]!.status, 206);
       assert.equal(ranged[0]!.bytes, bytes.length);

@@ -47,12 +47,12 @@ describe("cli over nginx", {
       const size = fs.statSync(local).size;
       for (const command of ["inspect", "hash"]) {
         const want = await cli(command, local, "--json");
-        nginx.clearLog();
+        await nginx.clearLog();
         const got = await cli(command, url, "--json");
         assert.equal(got.code, want.code, `${command} ${expected.file}: ${got.stderr}`);
         assert.equal(got.stdout, want.stdout, `${command} ${expected.file}`);
         assert.equal(got.stderr, want.stderr, `${command} ${expected.file}`);
-        const log = nginx.log();
+        const log = await nginx.log();
         if (command === "inspect" || size <= 1 << 20) assert.equal(log.length, 1, `${command} ${expected.file}`);
         // hash reads every byte once: the first MiB, then the rest.
         if (command === "hash" && want.code === 0) {
@@ -84,7 +84,7 @@ describe("cli over nginx", {
       assert.equal(result.code, 0, result.stderr);
     });
     assert.deepEqual(fs.readFileSync(outRemote), fs.readFileSync(outLocal));
-    const log = nginx.log();
+    const log = await nginx.log();
     assert.equal(log[log.length - 1]!.path, `/hf/org/repo/resolve/main/${good.file}`);
   });
 });

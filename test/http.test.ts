@@ -47,7 +47,7 @@ describe("nginx", { skip: nginxBinary === null ? nginxMissingReason : false }, (
     for (const expected of expectedFiles()) {
       const local = path.join(corpusDir, expected.file);
       const url = `${nginx.url}/corpus/${encodeURIComponent(expected.file)}`;
-      nginx.clearLog();
+      await nginx.clearLog();
       if (!expected.ok) {
         let localCode = "";
         try {
@@ -60,7 +60,7 @@ describe("nginx", { skip: nginxBinary === null ? nginxMissingReason : false }, (
       }
       const sync = openFile(local, { backend: "pread" });
       const file = await open(url);
-      const opened = nginx.log();
+      const opened = await nginx.log();
       assert.equal(opened.length, 1, `${expected.file}: ${JSON.stringify(opened)}`);
       assert.equal(opened[0]!.range, `bytes=0-${mib - 1}`);
       assert.equal(opened[0]!.bytes, Math.min(mib, fs.statSync(local).size));
@@ -69,7 +69,7 @@ describe("nginx", { skip: nginxBinary === null ? nginxMissingReason : false }, (
       const all = await file.getTensors();
       for (const name of sync.offsetKeys()) assert.deepEqual(all.get(name)!.data, sync.getTensor(name).data, name);
       // Nothing is read twice: the data after the first read is fetched once.
-      const served = nginx.log().reduce((sum, e) => sum + e.bytes, 0);
+      const served = (await nginx.log()).reduce((sum, e) => sum + e.bytes, 0);
       assert.ok(served <= sync.header.fileLength, `${expected.file}: ${served} bytes served`);
       sync.close();
       await file.close();
@@ -77,13 +77,13 @@ describe("nginx", { skip: nginxBinary === null ? nginxMissingReason : false }, (
   });
 
   test("a header ending exactly at 1 MiB takes one request; one larger takes a second for exactly the rest", async () => {
-    nginx.clearLog();
+    await nginx.clearLog();
     const exact = await open(`${nginx.url}/fx/exact.safetensors`);
     assert.equal(exact.header.dataStart, mib);
-    assert.equal(nginx.log().length, 1);
-    nginx.clearLog();
+    assert.equal((await nginx.log()).length, 1);
+    await nginx.clearLog();
     const big = await open(`${nginx.url}/fx/big-header.safetensors`);
-    const log = nginx.log();
+    const log = await nginx.log();
     assert.deepEqual(
       log.map((e) => e.range),
       [`bytes=0-${mib - 1}`, `bytes=${mib}-${big.header.dataStart - 1}`],
@@ -101,28 +101,28 @@ describe("nginx", { skip: nginxBinary === null ? nginxMissingReason : false }, (
       serialize(new Map([["m", Tensor.fromTypedArray("F32", [256, 256], values)]])),
     );
     const file = await open(`${nginx.url}/fx/${name}`, { firstReadBytes: 4096 });
-    nginx.clearLog();
+    await nginx.clearLog();
     const rows = await file.getSlice("m").get("10:20, 0:64", { signal: AbortSignal.timeout(10_000) });
     assert.deepEqual(rows.shape, [10, 64]);
     assert.equal((rows.typed() as Float32Array)[64], 11 * 256);
-    const log = nginx.log();
+    const log = await nginx.log();
     // Ten runs of 256 bytes, 768-byte gaps: bridged by the default gap into one request of 9 rows + 256 bytes.
     assert.equal(log.length, 1);
     assert.equal(log[0]!.bytes, 9 * 1024 + 256);
-    nginx.clearLog();
+    await nginx.clearLog();
     await file.readPlan("m", file.slicePlan("m", "10:20, 0:64"), { maxGap: 0 });
-    assert.equal(nginx.log().length, 10);
+    assert.equal((await nginx.log()).length, 10);
     assert.equal(
-      nginx.log().reduce((s, e) => s + e.bytes, 0),
+      (await nginx.log()).reduce((s, e) => s + e.bytes, 0),
       10 * 256,
     );
     await file.close();
   });
 
   test("missing files are HttpError, not retried", async () => {
-    nginx.clearLog();
+    await nginx.clearLog();
     await assert.rejects(open(`${nginx.url}/fx/missing.safetensors`), code("HttpError"));
-    assert.equal(nginx.log().length, 1);
+    assert.equal((await nginx.log()).length, 1);
   });
 });
 

@@ -175,7 +175,7 @@ describe("load-rank over HTTP: a 2-shard checkpoint, ranks 0-3 of 4", {
       let partBytes = 0;
       let servedBytes = 0;
       for (let rank = 0; rank < 4; rank++) {
-        nginx.clearLog();
+        await nginx.clearLog();
         const out = path.join(tmp, `rank${rank}.safetensors`);
         const result = await cli("load-rank", url, "--rank", String(rank), "--world-size", "4", "--out", out);
         assert.equal(result.code, 0, result.stderr);
@@ -191,7 +191,7 @@ describe("load-rank over HTTP: a 2-shard checkpoint, ranks 0-3 of 4", {
           ),
         );
         partBytes += part.header.dataLength;
-        const log = nginx.log();
+        const log = await nginx.log();
         assert.ok(log.every((e) => e.status === 206 || e.status === 200));
         const served = log.reduce((sum, e) => sum + e.bytes, 0);
         // Exactly: the index, each shard's 8 + N header bytes, and this rank's parts.

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as http from "node:http";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -33,10 +34,14 @@ export interface Nginx {
   readonly url: string;
   /** A folder served at `${url}/fx/`, removed by `stop()`. */
   readonly files: string;
-  /** Requests logged so far (nginx writes each line when the request ends). */
-  log(): LogEntry[];
-  /** Forget the requests logged so far. */
-  clearLog(): void;
+  /**
+   * Requests logged so far. nginx writes a request's line when it frees the request, which can be after the client
+   * has read the whole response and gone on (under load a test read the log before the line was there: 0 requests
+   * logged for 1 made), so this first waits until nginx has no request in progress.
+   */
+  log(): Promise<LogEntry[]>;
+  /** Forget the requests logged so far (after the ones in progress are logged). */
+  clearLog(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -87,6 +92,7 @@ http {
   server {
     listen 127.0.0.1:${port};
     server_name localhost;
+    location = ${STATUS} { stub_status; access_log off; }
 ${Object.entries(locations)
   .map(([location, dir]) => `    location ${location} { alias ${dir.endsWith("/") ? dir : `${dir}/`}; }`)
   .join("\n")}
@@ -116,8 +122,14 @@ ${Object.entries(locations)
     return {
       url,
       files,
-      log: () => parseLog(fs.existsSync(logFile) ? fs.readFileSync(logFile, "utf8") : ""),
-      clearLog: () => fs.writeFileSync(logFile, ""),
+      log: async () => {
+        await settle(port);
+        return parseLog(fs.existsSync(logFile) ? fs.readFileSync(logFile, "utf8") : "");
+      },
+      clearLog: async () => {
+        await settle(port);
+        fs.writeFileSync(logFile, "");
+      },
       stop: async () => {
         if (child.exitCode === null) {
           const exited = new Promise((resolve) => child.once("exit", resolve));
@@ -128,6 +140,35 @@ ${Object.entries(locations)
         fs.rmSync(prefix, { recursive: true, force: true });
       },
     };
+  }
+}
+
+/** nginx's stub_status, not logged: how many requests it is reading or writing. */
+const STATUS = "/__nginx_status";
+
+/**
+ * Wait until the only request nginx is working on is the status request asking (stub_status's "Writing" counts a
+ * request until nginx frees it, and nginx logs a request as it frees it, in the same step of its one worker). Gives
+ * up after 10 s (the log is then read as it is; the test's own assertion reports what is missing).
+ */
+async function settle(port: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const text = await new Promise<string>((resolve) => {
+      const request = http.get({ host: "127.0.0.1", port, path: STATUS, agent: false }, (response) => {
+        let body = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk: string) => {
+          body += chunk;
+        });
+        response.on("end", () => resolve(body));
+        response.on("error", () => resolve(""));
+      });
+      request.on("error", () => resolve(""));
+    });
+    const match = /Reading: (\d+) Writing: (\d+)/.exec(text);
+    if (match !== null && Number(match[1]) + Number(match[2]) <= 1) return;
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 
