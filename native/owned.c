@@ -3,30 +3,39 @@
  *
  *   readOwned(fd, position, length, threads, pages[, chunks]) -> ArrayBuffer of `length` bytes the caller owns;
  *       `chunks` (a Float64Array of 2, optional) gets how many 2 MiB chunks were read into huge and small pages
- *   ownedPages()                                    -> "huge" | "small" | "undecided": the page size copies start with
+ *   ownedPages()                                    -> "huge" | "small" | "undecided": the page size the last
+ *       adaptive copy ended with (the next starts with it only within SMALL_STICKS_NS, else with huge pages)
  *
  * The memory is a private anonymous mapping (never a mapping of the file): later writes to the file, or its
  * truncation, do not change it, and a file that shrank under the read gives an error (EIO), never SIGBUS. It is
  * unmapped by the ArrayBuffer's finalizer or at once by freeHuge(), like allocHuge()'s memory.
  *
- * Where the time goes (32 MiB from the page cache into fresh memory, 2-vCPU VM, C probe, median of 3): first touch
- * of fresh 4 KiB pages ~25 ms (1.9-3 µs a page), of 2 MiB pages 3.5 ms; the kernel's copy (pread) into memory
- * already faulted in 6.2 ms; pread into fresh huge pages 8-12 ms on one thread and 4.4-8 ms on two (the copy and
- * the faults both proceed in parallel). Copying from a mapping of the file instead (memcpy) costs as much once the
- * mapping's page-table work is counted (setting up 8192 entries, then 1.4-1.9 ms to unmap them), and a truncation
- * during the copy would be SIGBUS: pread it is.
+ * Where the time goes (32 MiB from the page cache into fresh memory, 2-vCPU VM, C probes and perf): pread into fresh
+ * huge pages costs 6.4-8.5 ms of CPU on one thread, half of it the kernel's copy out of 8192 4 KiB page-cache folios
+ * (_copy_to_iter 50%, filemap_get_read_batch 12%), a third the zeroing of the huge pages (clear_page 30%). A fresh
+ * 4 KiB page costs 1.6-2.2 µs to fault in, whether touched or populated with MADV_POPULATE_WRITE, and faults of two
+ * threads did not overlap: 32 MiB of small pages took 13-18 ms on one thread or two. Copying from a mapping of the
+ * file (memcpy) is as dear once its page tables are counted (MADV_POPULATE_READ 2.1 ms, munmap 1.5 ms), and a
+ * truncation during it would be SIGBUS: pread it is. The reference (a mapping + torch's clone into fresh 4 KiB pages)
+ * spends 20-25 ms of CPU on the same 32 MiB, 8,737 faults.
  *
- * Huge or small pages (`pages`: 0 = chosen as the copy goes, 1 = huge, 2 = small). A first touch of a huge page
- * costs what making its memory present costs, and that changes within one machine: on the VM above, 32 MiB of huge
- * pages cost 0.06-0.1 s/GiB (memory the guest had used lately), but 2 GiB cost 0.7-1.9 s/GiB (memory the balloon
- * had handed back to the host, faulted in again), where 4 KiB pages cost 0.45-0.75 s/GiB: 2 GiB took 1.5-4.1 s
- * with huge pages and 0.9-1.6 s with small ones. Another VM measured 0.4-1.7 s/GiB for huge pages. So no choice
- * made once holds: each thread reads its piece 2 MiB at a time, times each chunk (its CPU time, so that other
- * processes' use of the CPU does not count), and keeps the page size whose recent chunks cost less, trying the other
- * when the current one is not clearly cheap (CHEAP_CHUNK_NS) and, now and then, again (EXPLORE_EVERY chunks).
+ * Huge or small pages (`pages`: 0 = chosen as the copy goes, 1 = huge, 2 = small). A 2 MiB chunk in huge pages
+ * costs 0.45-0.65 ms of CPU, zeroing and copy, when the guest's free memory is backed by the host; but this VM's
+ * balloon reports free 2 MiB blocks to the host, which drops them, and a huge page taken from them is faulted in
+ * again 4 KiB at a time by the host: 4-6.5 ms a chunk (such streaks hit 3 of 40 fresh processes, all chunks after
+ * the first costly one), while 4 KiB pages come from smaller free blocks, never reported: 1.1-1.3 ms a chunk. On
+ * 2 GiB, huge pages cost 0.7-1.9 s/GiB at such times and small ones 0.45-0.75 s/GiB. So no choice made once holds:
+ * the copy times each chunk (the CPU time of its thread, so that other processes' use of the CPU does not count),
+ * switches to small pages after a costly huge chunk (COSTLY_HUGE_CHUNK_NS, or small pages' own cost once measured)
+ * and tries huge pages again now and then (EXPLORE_EVERY).
+ *
+ * Threads: as many as asked, at most one per usable CPU, claiming 2 MiB chunks one at a time (see owned_copy).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -41,7 +50,6 @@
 void st_throw_errno(napi_env env, int err, const char *what);
 void st_throw_code(napi_env env, int err, const char *message);
 int st_get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out);
-void st_run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n);
 void *st_huge_map(size_t length, size_t *map_length, int huge);
 napi_value st_huge_buffer(napi_env env, void *addr, size_t map_length, size_t length);
 
@@ -52,14 +60,20 @@ napi_value st_huge_buffer(napi_env env, void *addr, size_t map_length, size_t le
 
 enum { PAGES_UNDECIDED = 0, PAGES_HUGE = 1, PAGES_SMALL = 2 };
 
-/* A 2 MiB chunk (first touch + the copy) below this is cheap whatever the page size: small pages cannot do much
- * better (512 first touches of 4 KiB pages cost ~0.95 ms on the cheapest machine measured, before the copy). */
-#define CHEAP_CHUNK_NS 1000000LL
-/* Chunks between two tries of the other page size, when the current one is not cheap (64 MiB of a thread's piece). */
-#define EXPLORE_EVERY 32
+/* A 2 MiB chunk in huge pages (first touch + the copy, CPU time) above this is costly: small pages are tried for the
+ * next chunks. Measured on the VM above: 0.45-0.65 ms normally, 4-6.5 ms when the host faults the memory in again;
+ * a chunk in small pages 1.1-1.3 ms. Once small pages have been measured, their cost is the bar instead. */
+#define COSTLY_HUGE_CHUNK_NS 2000000LL
+/* Chunks in small pages between two tries of huge pages within a copy (a costly streak lasts; an isolated costly
+ * chunk does not, and huge pages must come back). */
+#define EXPLORE_EVERY 16
+/* A copy starts with small pages only when the last copy ended on them less than this ago (the streaks measured
+ * lasted well under a second); otherwise it starts with huge pages, which are 2x cheaper when the memory is there. */
+#define SMALL_STICKS_NS 1000000000LL
 
-/* The page size copies start with: the one that won the last adaptive copy. */
+/* The page size the last adaptive copy ended with, and when (CLOCK_MONOTONIC ns). */
 static atomic_int g_pages = PAGES_UNDECIDED;
+static atomic_llong g_pages_at = 0;
 
 /* This thread's CPU time: a chunk's cost without the time other processes held the CPU (a wall clock made a loaded
  * machine pick small pages now and then). Time the host takes to make guest memory present is counted. */
@@ -67,6 +81,22 @@ static long long cpu_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* CPUs this thread may run on (its affinity mask), at least 1. */
+static size_t usable_cpus(void) {
+#ifdef CPU_COUNT
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return (size_t)CPU_COUNT(&set);
+#endif
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (size_t)n : 1;
 }
 
 static void advise(uint8_t *addr, size_t length, int pages) {
@@ -79,17 +109,29 @@ static void advise(uint8_t *addr, size_t length, int pages) {
 #endif
 }
 
+/* One copy, shared by its threads: each claims the next 2 MiB chunk, so a thread that the machine's other work keeps
+ * off a CPU delays nothing (with a fixed piece per thread, the last one to be scheduled set the copy's time). The
+ * caller waits for the chunks to be done, not for its helper threads: a helper that only gets a CPU after the last
+ * chunk was claimed finds nothing to do and leaves. The struct is freed by whichever of them leaves last. */
 typedef struct {
   int fd;
-  uint8_t *dst; /* 2 MiB aligned */
+  uint8_t *dst; /* 2 MiB aligned, mapped in whole 2 MiB chunks */
   size_t length;
   uint64_t position;
-  int pages; /* PAGES_HUGE / PAGES_SMALL: the size to start with; */
-  int fixed; /* nonzero: keep it */
-  int err;
-  long long cost[3]; /* recent cost of a chunk per page size (ns), 0 = not measured yet */
-  size_t chunks[3];  /* chunks read per page size */
-} owned_job;
+  size_t count;      /* chunks */
+  int advised;       /* the page size the whole mapping was advised for */
+  int fixed;         /* nonzero: every chunk in `pages` */
+  atomic_size_t next;
+  atomic_int pages;  /* the page size for the next chunk */
+  atomic_int err;
+  atomic_llong cost[3];       /* last cost of a full chunk per page size (ns), 0 = not measured yet */
+  atomic_size_t small_run;    /* chunks in small pages since huge pages were last tried */
+  atomic_size_t chunks[3];    /* chunks read per page size */
+  atomic_int refs;            /* the caller + helpers not yet gone */
+  pthread_mutex_t lock;
+  pthread_cond_t all_done;
+  size_t finished;            /* chunks done (read, or skipped after an error); under lock */
+} owned_copy;
 
 static int pread_full(int fd, uint8_t *dst, size_t length, uint64_t position) {
   size_t done = 0;
@@ -102,36 +144,100 @@ static int pread_full(int fd, uint8_t *dst, size_t length, uint64_t position) {
   return 0;
 }
 
-/* The page size for the next chunk, from the costs measured so far. */
-static int next_pages(const owned_job *job, int current, size_t chunk) {
-  int other = current == PAGES_HUGE ? PAGES_SMALL : PAGES_HUGE;
-  long long mine = job->cost[current], theirs = job->cost[other];
-  if (mine == 0 || mine <= CHEAP_CHUNK_NS) return current;
-  if (theirs == 0 || chunk % EXPLORE_EVERY == 0) return other;
-  return theirs < mine ? other : current;
+/* The page size for the next chunk: the copy's current one, or huge pages again after a run of small ones. */
+static int pages_for(owned_copy *copy) {
+  int pages = atomic_load(&copy->pages);
+  if (copy->fixed || pages != PAGES_SMALL) return pages;
+  if (atomic_fetch_add(&copy->small_run, 1) + 1 >= EXPLORE_EVERY) {
+    atomic_store(&copy->small_run, 0);
+    return PAGES_HUGE;
+  }
+  return PAGES_SMALL;
 }
 
-static void *owned_job_run(void *arg) {
-  owned_job *job = arg;
-  int pages = job->pages;
-  /* The mapping was advised for `job->pages`; a chunk of the other size is advised before its first touch. */
-  for (size_t at = 0, chunk = 0; at < job->length; at += HUGE_PAGE, chunk++) {
-    size_t n = job->length - at < HUGE_PAGE ? job->length - at : HUGE_PAGE;
-    if (!job->fixed && chunk > 0) pages = next_pages(job, pages, chunk);
-    if (pages != job->pages) advise(job->dst + at, HUGE_PAGE, pages);
-    job->chunks[pages]++;
-    long long start = cpu_ns();
-    int err = pread_full(job->fd, job->dst + at, n, job->position + at);
-    if (err != 0) {
-      job->err = err;
-      return NULL;
+/* After a full chunk in `pages` that cost `spent`: keep huge pages unless they are costly (above small pages' cost
+ * once known); leave small pages for huge ones that measured cheaper. */
+static void judge(owned_copy *copy, int pages, long long spent) {
+  atomic_store(&copy->cost[pages], spent);
+  if (copy->fixed) return;
+  long long small = atomic_load(&copy->cost[PAGES_SMALL]);
+  if (pages == PAGES_HUGE) {
+    long long bar = small != 0 ? small : COSTLY_HUGE_CHUNK_NS;
+    atomic_store(&copy->pages, spent > bar ? PAGES_SMALL : PAGES_HUGE);
+  } else {
+    long long huge = atomic_load(&copy->cost[PAGES_HUGE]);
+    if (huge != 0 && huge < spent) atomic_store(&copy->pages, PAGES_HUGE);
+  }
+}
+
+static void owned_copy_release(owned_copy *copy) {
+  if (atomic_fetch_sub(&copy->refs, 1) != 1) return;
+  pthread_mutex_destroy(&copy->lock);
+  pthread_cond_destroy(&copy->all_done);
+  free(copy);
+}
+
+/* Claims and reads chunks until none is left. Every claimed chunk is counted as finished, read or not (after an
+ * error the rest are skipped), so that the caller's wait for `count` finished chunks always ends. */
+static void owned_copy_work(owned_copy *copy) {
+  for (;;) {
+    size_t chunk = atomic_fetch_add(&copy->next, 1);
+    if (chunk >= copy->count) return;
+    if (atomic_load(&copy->err) == 0) {
+      size_t at = chunk * HUGE_PAGE;
+      size_t n = copy->length - at < HUGE_PAGE ? copy->length - at : HUGE_PAGE;
+      int pages = pages_for(copy);
+      /* The mapping was advised for `advised`; a chunk of the other size is advised before its first touch. */
+      if (pages != copy->advised) advise(copy->dst + at, HUGE_PAGE, pages);
+      atomic_fetch_add(&copy->chunks[pages], 1);
+      long long start = cpu_ns();
+      int err = pread_full(copy->fd, copy->dst + at, n, copy->position + at);
+      if (err != 0) {
+        int none = 0;
+        atomic_compare_exchange_strong(&copy->err, &none, err);
+      } else if (n == HUGE_PAGE) {
+        judge(copy, pages, cpu_ns() - start);
+      }
     }
-    if (n == HUGE_PAGE) {
-      long long spent = cpu_ns() - start;
-      job->cost[pages] = job->cost[pages] == 0 ? spent : (3 * job->cost[pages] + spent) / 4;
+    pthread_mutex_lock(&copy->lock);
+    if (++copy->finished == copy->count) pthread_cond_broadcast(&copy->all_done);
+    pthread_mutex_unlock(&copy->lock);
+  }
+}
+
+static void *owned_copy_helper(void *arg) {
+  owned_copy *copy = arg;
+  owned_copy_work(copy);
+  owned_copy_release(copy);
+  return NULL;
+}
+
+/* Starts up to `helpers` detached threads on `copy`, on CPUs other than the caller's when there are any: a thread
+ * created on the caller's CPU waited there until the caller's copy ended or the scheduler moved it (2 threads then
+ * measured the time of one). Returns how many started. */
+static size_t owned_copy_start_helpers(owned_copy *copy, size_t helpers) {
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return 0;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+#ifdef CPU_COUNT
+  cpu_set_t set;
+  int cpu = sched_getcpu();
+  if (cpu >= 0 && sched_getaffinity(0, sizeof set, &set) == 0 && CPU_ISSET(cpu, &set) && CPU_COUNT(&set) > 1) {
+    CPU_CLR(cpu, &set);
+    (void)pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  }
+#endif
+  size_t started = 0;
+  for (; started < helpers; started++) {
+    atomic_fetch_add(&copy->refs, 1);
+    pthread_t thread;
+    if (pthread_create(&thread, &attr, owned_copy_helper, copy) != 0) {
+      atomic_fetch_sub(&copy->refs, 1);
+      break;
     }
   }
-  return NULL;
+  pthread_attr_destroy(&attr);
+  return started;
 }
 
 napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
@@ -171,8 +277,12 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
     return result;
   }
   int fixed = pages != 0;
-  int start = fixed ? (int)pages : atomic_load(&g_pages);
-  if (start == PAGES_UNDECIDED) start = PAGES_HUGE;
+  int start = (int)pages;
+  if (!fixed) {
+    /* Small pages only right after a copy that ended on them; huge pages otherwise (see SMALL_STICKS_NS). */
+    int last = atomic_load(&g_pages);
+    start = last == PAGES_SMALL && now_ns() - atomic_load(&g_pages_at) < SMALL_STICKS_NS ? PAGES_SMALL : PAGES_HUGE;
+  }
   size_t map_length = 0;
   uint8_t *addr = st_huge_map((size_t)length, &map_length, start == PAGES_HUGE);
   if (addr == NULL) {
@@ -181,40 +291,65 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
   }
   if (start == PAGES_SMALL) advise(addr, map_length, PAGES_SMALL);
 
-  /* Pieces of whole 2 MiB chunks, one per thread. */
-  if (threads == 0) threads = 1;
-  size_t piece = ((size_t)length + threads - 1) / threads;
-  piece = (piece + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-  owned_job jobs[MAX_THREADS];
-  size_t n = 0;
-  for (size_t at = 0; at < length && n < MAX_THREADS; at += piece, n++) {
-    size_t this_piece = (size_t)length - at < piece ? (size_t)length - at : piece;
-    jobs[n] = (owned_job){fd, addr + at, this_piece, position + at, start, fixed, 0, {0, 0, 0}, {0, 0, 0}};
+  owned_copy *copy = calloc(1, sizeof *copy);
+  if (copy == NULL || pthread_mutex_init(&copy->lock, NULL) != 0) {
+    free(copy);
+    munmap(addr, map_length);
+    st_throw_errno(env, ENOMEM, "readOwned");
+    return NULL;
   }
-  st_run_jobs(owned_job_run, jobs, sizeof jobs[0], n);
-  int err = 0;
-  size_t small_won = 0, huge_won = 0, huge_chunks = 0, small_chunks = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (err == 0) err = jobs[i].err;
-    huge_chunks += jobs[i].chunks[PAGES_HUGE];
-    small_chunks += jobs[i].chunks[PAGES_SMALL];
-    long long huge = jobs[i].cost[PAGES_HUGE], small = jobs[i].cost[PAGES_SMALL];
-    if (huge != 0 && small != 0) {
-      if (small < huge) small_won++;
-      else huge_won++;
-    }
+  if (pthread_cond_init(&copy->all_done, NULL) != 0) {
+    pthread_mutex_destroy(&copy->lock);
+    free(copy);
+    munmap(addr, map_length);
+    st_throw_errno(env, ENOMEM, "readOwned");
+    return NULL;
   }
+  copy->fd = fd;
+  copy->dst = addr;
+  copy->length = (size_t)length;
+  copy->position = position;
+  copy->advised = start;
+  copy->fixed = fixed;
+  copy->count = ((size_t)length + HUGE_PAGE - 1) / HUGE_PAGE;
+  atomic_init(&copy->next, 0);
+  atomic_init(&copy->pages, start);
+  atomic_init(&copy->err, 0);
+  atomic_init(&copy->small_run, 0);
+  atomic_init(&copy->refs, 1);
+  for (int i = 0; i < 3; i++) {
+    atomic_init(&copy->cost[i], 0);
+    atomic_init(&copy->chunks[i], 0);
+  }
+  /* No more threads than chunks, than requested, than CPUs this process may use: on 2 vCPUs a third or fourth
+   * thread only waits for a CPU (in one process, 32 MiB copies took 4.2 ms with 2 threads, 5.6 ms with 4). */
+  size_t n = threads == 0 ? 1 : (size_t)threads;
+  size_t cpus = usable_cpus();
+  if (n > cpus) n = cpus;
+  if (n > copy->count) n = copy->count;
+  if (n > MAX_THREADS) n = MAX_THREADS;
+  if (n > 1) owned_copy_start_helpers(copy, n - 1);
+  owned_copy_work(copy);
+  pthread_mutex_lock(&copy->lock);
+  while (copy->finished < copy->count) pthread_cond_wait(&copy->all_done, &copy->lock);
+  pthread_mutex_unlock(&copy->lock);
+
+  int err = atomic_load(&copy->err);
   if (chunks_out != NULL) {
-    chunks_out[0] = (double)huge_chunks;
-    chunks_out[1] = (double)small_chunks;
+    chunks_out[0] = (double)atomic_load(&copy->chunks[PAGES_HUGE]);
+    chunks_out[1] = (double)atomic_load(&copy->chunks[PAGES_SMALL]);
   }
+  int ended_on = atomic_load(&copy->pages);
+  owned_copy_release(copy);
   if (err != 0) {
     munmap(addr, map_length);
     st_throw_errno(env, err, err == EIO ? "pread (input/output error, or the file ended early: did it shrink?)" : "pread");
     return NULL;
   }
-  /* The next copy starts with the size that cost less in most threads that tried both, else with this one's. */
-  if (!fixed) atomic_store(&g_pages, small_won + huge_won == 0 ? start : small_won > huge_won ? PAGES_SMALL : PAGES_HUGE);
+  if (!fixed) {
+    atomic_store(&g_pages, ended_on);
+    atomic_store(&g_pages_at, now_ns());
+  }
   return st_huge_buffer(env, addr, map_length, (size_t)length);
 }
 

@@ -186,7 +186,7 @@ describe("the addon's readOwned", { skip: native?.readOwned ? false : "native ad
         }
         assert.equal(native!.readOwned!(fd, 0, 0, 2, pages).byteLength, 0);
       }
-      // Once a copy has chosen as it went, the next starts with what it found cheaper.
+      // A copy that chose as it went leaves the page size it ended with.
       assert.match(String(ownedPageChoice()), /^(huge|small)$/);
     } finally {
       fs.closeSync(fd);

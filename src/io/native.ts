@@ -88,7 +88,7 @@ export interface NativeAddon {
     pages: number,
     chunks?: Float64Array,
   ): ArrayBuffer;
-  /** The page size readOwned's copies start with (the last copy's cheaper one). Optional, as readOwned. */
+  /** The page size readOwned's last adaptive copy ended with. Optional, as readOwned. */
   ownedPages?(): "huge" | "small" | "undecided";
   stats(): NativeStats;
   /** See native/header_scan.c: numbers written to `out`, -1 (not the simple form), -2 (`out` too small). */

@@ -3,10 +3,10 @@
  * memory the caller owns, filled with positional reads. Never a mapping of the file: writes to the file or its
  * truncation after the read do not change the copy, and a file that shrank under the read gives an `IoError`.
  *
- * With the addon (native/owned.c) a large copy is one call: fresh 2 MiB-aligned memory filled by several threads,
- * each choosing huge or small pages by what its chunks cost as it goes. 32 MiB from the page cache into fresh
- * memory on a 2-vCPU VM (median of 3, in Node): 9-13 ms with one thread, 5.5-6 ms with two or four (first-touch
- * faults and the kernel's copy both proceed in parallel). Without the addon: zeroed memory and `fs.readSync`.
+ * With the addon (native/owned.c) a large copy is one call: fresh 2 MiB-aligned memory filled 2 MiB at a time by up
+ * to one thread per CPU, in huge or small pages by what the chunks cost as it goes. 32 MiB from the page cache into
+ * fresh memory on a 2-vCPU VM, in one Node process (median of 30): 7.0 ms on one thread, 4.2 ms on two, 5.6 ms on
+ * four (the old fixed pieces per thread). Without the addon: zeroed memory and `fs.readSync`.
  */
 import { SafetensorError } from "../format/errors.js";
 import { allocHuge, loadNative, MAX_WINDOW_LENGTH, type NativeAddon } from "./native.js";
@@ -27,9 +27,8 @@ function ownedAllocator(length: number): Uint8Array {
 }
 
 /**
- * Threads per copy (the addon splits a copy into whole 2 MiB pieces, so small copies use fewer): as many as
- * preadInto's large reads. On 2 vCPUs, 2 and 4 threads measured alike for 32 MiB (4.9-8.9 ms), and 4 made 2.4 GiB
- * reads ~4x faster than one.
+ * Threads per copy at most: as many as preadInto's large reads. The addon uses no more than the chunks (2 MiB each)
+ * and the CPUs this process may use.
  */
 const OWNED_THREADS = READ_THREADS;
 
@@ -65,8 +64,8 @@ export function readOwnedFrom(
 }
 
 /**
- * The page size large owned copies start with in this process: the one that cost less in the last copy ("undecided"
- * before the first); null without the addon's `readOwned`.
+ * The page size the last large owned copy of this process ended with ("undecided" before the first); null without the
+ * addon's `readOwned`.
  */
 export function ownedPageChoice(): "huge" | "small" | "undecided" | null {
   const addon = loadNative();
