@@ -4,7 +4,7 @@ import { defineFigure, type Lib, Unavailable } from "./types.js";
 type OurFile = ReturnType<Lib["openFile"]>;
 
 /** Lazy open, cold: the first open of a fresh process (after the import), which is what a CLI or a script pays. */
-export default defineFigure<void>({
+export default defineFigure<Lib["openFile"]>({
   name: "open",
   method: {
     ours: "`openFile(path)`: header read + validation, the first open of a fresh process",
@@ -12,9 +12,11 @@ export default defineFigure<void>({
   },
   ours: {
     kind: "in-process",
-    run: (ctx) => {
+    // Bound before the window, as the reference's `safe_open` is (see load-views.ts).
+    setup: (ctx) => ctx.lib.openFile,
+    run: (ctx, openFile) => {
       try {
-        return ctx.lib.openFile(ctx.path, ctx.open);
+        return openFile(ctx.path, ctx.open);
       } catch (error) {
         if ((error as { code?: string }).code === "BackendUnavailable") throw new Unavailable((error as Error).message);
         throw error;
