@@ -3,6 +3,7 @@
  * read on demand, each touching only its own bytes.
  */
 
+import { CompactTensors } from "./format/compact-tensors.js";
 import { isSafetensorError, SafetensorError } from "./format/errors.js";
 import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
 import { headerFromScan } from "./format/scanned.js";
@@ -10,7 +11,7 @@ import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES } from "./format/sniff.js"
 import { HeaderView } from "./header-view.js";
 import type { SyncByteSource } from "./io/source.js";
 import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
-import { Tensor, tensorOfInfo } from "./tensor.js";
+import { Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
 
 export interface GetTensorOptions {
   /**
@@ -80,6 +81,15 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
 
   /** Read one tensor, touching only its bytes. */
   getTensor(name: string, options: GetTensorOptions = {}): Tensor {
+    const tensors = this.header.tensors;
+    if (tensors instanceof CompactTensors && options.memory !== "owned") {
+      // A scanned header's tensor without its TensorInfo (see CompactTensors.locate).
+      const span = tensors.locate(name);
+      if (span !== undefined) {
+        const data = this.live.read(this.header.dataStart + span.begin, span.byteLength);
+        return trustedTensor(span.dtype, span.shape, data);
+      }
+    }
     const info = this.info(name);
     const source = this.live;
     const offset = this.header.dataStart + info.dataOffsets[0];
