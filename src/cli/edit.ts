@@ -31,6 +31,27 @@ function valuesFrom(file: string, info: TensorInfo, spec: string): EditValues {
   }
 }
 
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
+
+/**
+ * A `--fill` value as Python's `float()` / `int()` read it, which is what numpy is given: decimal numbers, `inf`,
+ * `infinity` and `nan` in any case with a sign; integers beyond 2^53 exactly (a bigint, for I64 / U64).
+ */
+function parseFill(text: string): number | bigint {
+  const value = text.trim();
+  if (/^[+-]?\d+$/.test(value)) {
+    const big = BigInt(value);
+    return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(big) : big;
+  }
+  if (DECIMAL.test(value)) return Number(value);
+  const special = /^([+-]?)(inf|infinity|nan)$/i.exec(value);
+  if (special) {
+    if (special[2]!.toLowerCase() === "nan") return Number.NaN;
+    return special[1] === "-" ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY;
+  }
+  throw new UsageError(`--fill takes a number (decimal, inf or nan), got ${JSON.stringify(text)}`);
+}
+
 function describeProof(proof: LocalityProof | undefined): string[] {
   if (!proof) return ["not verified (--verify none): only the edited ranges were written"];
   const lines = [
@@ -89,13 +110,7 @@ before with only the slice replaced. full: the same over the whole file (reads i
     }
     const verify = (values.verify ?? "tensor") as VerifyLevel;
     if (!["tensor", "full", "none"].includes(verify)) throw new UsageError("--verify must be tensor, full or none");
-    let fill: number | undefined;
-    if (values.fill !== undefined) {
-      fill = values.fill.trim() === "" ? Number.NaN : Number(values.fill);
-      if (Number.isNaN(fill) && !/^[+-]?nan$/i.test(values.fill.trim())) {
-        throw new UsageError(`--fill takes a number, got ${JSON.stringify(values.fill)}`);
-      }
-    }
+    const fill = values.fill === undefined ? undefined : parseFill(values.fill);
     const fsync = !values["no-fsync"];
     using editor = openForEdit(target, { fsync });
     const info = editor.info(name);

@@ -4,6 +4,7 @@
  * zeros element by element took 2–6 ms in a fresh process; repeating the pattern takes ~0.1 ms). Pure.
  */
 import { canEncode, fromFloat32 } from "../codecs/index.js";
+import { encodeScalarLikeNumpy } from "../codecs/numpy.js";
 import { type Dtype, dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 
@@ -24,8 +25,8 @@ const INTEGER_RANGES: Partial<Record<Dtype, readonly [bigint, bigint]>> = {
  * Zeroing, the usual fill, then needs no codec (whose first use in a process cost ~0.3 ms); test/edit-plan.test.ts
  * checks this against the codecs.
  */
-function isZeroBits(dtype: Dtype, value: number): boolean {
-  return value === 0 && !Object.is(value, -0) && dtype !== "F8_E8M0";
+function isZeroBits(dtype: Dtype, value: number | bigint): boolean {
+  return (value === 0 || value === 0n) && !Object.is(value, -0) && dtype !== "F8_E8M0";
 }
 
 function gcd(a: number, b: number): number {
@@ -33,16 +34,20 @@ function gcd(a: number, b: number): number {
   return a;
 }
 
-/** The little-endian bytes of one aligned group of `value`s in `dtype` (integers must be exact and in range). */
-export function encodeScalarGroup(dtype: Dtype, value: number, tensor?: string): Uint8Array {
+/**
+ * The little-endian bytes of one aligned group of `value`s in `dtype`: floats as numpy assigns a Python float
+ * (codecs/numpy.ts: rounded once from the double), integers exact and in range (a bigint beyond 2^53).
+ */
+export function encodeScalarGroup(dtype: Dtype, value: number | bigint, tensor?: string): Uint8Array {
   const bits = dtypeOf(dtype).bits;
   const group = 8 / gcd(bits, 8);
   if (isZeroBits(dtype, value)) return new Uint8Array((bits * group) / 8);
-  if (canEncode(dtype)) return fromFloat32(dtype, new Float32Array(group).fill(value));
-  if (dtype === "C64") return fromFloat32("F32", [value, 0]);
+  if (canEncode(dtype)) return encodeScalarLikeNumpy(dtype, Number(value), group);
+  if (dtype === "C64") return fromFloat32("F32", [Number(value), 0]);
   const range = INTEGER_RANGES[dtype];
   if (range === undefined) throw new SafetensorError("UnsupportedDtype", `cannot fill a ${dtype} tensor`, { tensor });
-  if (!Number.isSafeInteger(value) || BigInt(value) < range[0] || BigInt(value) > range[1]) {
+  const exact = typeof value === "bigint" || Number.isSafeInteger(value);
+  if (!exact || BigInt(value) < range[0] || BigInt(value) > range[1]) {
     throw new SafetensorError(
       "InvalidTensor",
       `${value} is not a ${dtype} value (integers ${range[0]}…${range[1]}${dtype === "BOOL" ? ": 0 or 1" : ""})`,
@@ -56,7 +61,7 @@ export function encodeScalarGroup(dtype: Dtype, value: number, tensor?: string):
 }
 
 /** `byteLength` bytes of `value` repeated (a whole number of aligned groups, as planSlice guarantees). */
-export function filledBytes(dtype: Dtype, value: number, byteLength: number, tensor?: string): Uint8Array {
+export function filledBytes(dtype: Dtype, value: number | bigint, byteLength: number, tensor?: string): Uint8Array {
   const pattern = encodeScalarGroup(dtype, value, tensor);
   const out = new Uint8Array(byteLength);
   if (pattern.every((b) => b === pattern[0])) {
@@ -79,7 +84,7 @@ let zeroBlock: Uint8Array | null = null;
  * any length: zero bytes repeated are zero elements). Read-only: zero fills share one block, so that an edit's fill
  * touches no fresh memory.
  */
-export function fillBlock(dtype: Dtype, value: number, maxBytes: number, tensor?: string): Uint8Array {
+export function fillBlock(dtype: Dtype, value: number | bigint, maxBytes: number, tensor?: string): Uint8Array {
   if (isZeroBits(dtype, value)) {
     zeroBlock ??= new Uint8Array(BLOCK_BYTES);
     return zeroBlock.subarray(0, Math.max(1, Math.min(maxBytes, BLOCK_BYTES)));

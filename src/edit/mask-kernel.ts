@@ -5,11 +5,15 @@
  *   integers: nonzero; signed integers and floats: greater than zero, so NaN, -0 and 0 are not kept), or one bit per
  *   element packed as numpy's `packbits` does (bit order big: element 0 is the most significant bit of byte 0; little:
  *   the least significant).
- * - `maskElements`: W ⊙ keep in place. Mode "multiply" is the product numpy computes for `w * (g > 0)`: a masked
- *   finite weight becomes a zero of its own sign (-0.0 for a negative weight; +0 in the FNUZ float8s, which have no
- *   -0), a NaN stays as it is, an infinity becomes the default NaN of x86 (sign set, quiet: 0xFE00 in F16, 0xFFC0
- *   BF16, 0xFFC00000 F32); integers and BOOL become 0; C64 follows the complex product (a + bi)(0 + 0i). Mode "zero" (numpy's `np.where(g > 0, w, 0)`) writes +0 /
- *   0 / False whatever the weight was.
+ * - `maskElements`: W ⊙ keep in place. Mode "multiply" is the product numpy computes for `w * (g > 0)`, every
+ *   element multiplied by 1 or 0 in the weight's arithmetic (x86's): a masked finite weight becomes a zero of its own
+ *   sign (-0.0 for a negative weight; +0 in the FNUZ float8s, which have no -0), an infinity the default NaN of x86
+ *   (sign set, quiet: 0xFE00 in F16, 0xFFC0 BF16, 0xFFC00000 F32); a NaN, kept or masked, comes out as numpy's
+ *   arithmetic gives it: quieted (payload kept) in F16, F32 and F64, 0x7FC0 / 0x7E with its sign in BF16 and F8_E5M2
+ *   (ml_dtypes computes in float32 and converts back); integers and BOOL become 0; C64 follows the complex product
+ *   (a + bi)(k + 0i) = (a·k - b·0) + (a·0 + b·k)i term by term (so a kept (-0, -1) becomes (+0, -1), and a NaN or
+ *   infinite part spreads NaN to the other). Mode "zero" (numpy's `np.where(g > 0, w, 0)`) writes +0 / 0 / False
+ *   whatever the weight was, and leaves kept weights as they are.
  */
 import { toFloat32 } from "../codecs/index.js";
 import type { Dtype } from "../format/dtypes.js";
@@ -30,11 +34,31 @@ interface FloatBits {
   readonly defaultNan: number;
   /** No -0: zero is all bits clear (FNUZ); the NaN is the sign bit alone. */
   readonly unsignedZero: boolean;
+  /** What numpy's arithmetic makes of a NaN: its bits OR `quiet` (F16/F32: x86 quiets it), or ... */
+  readonly quiet?: number;
+  /** ... this NaN with the input's sign (ml_dtypes converts every float32 NaN to it). */
+  readonly canonicalNan?: number;
 }
 
 const FLOATS: Partial<Record<Dtype, FloatBits>> = {
-  F16: { sign: 0x8000, exponent: 0x7c00, mantissa: 0x03ff, ieee: true, defaultNan: 0xfe00, unsignedZero: false },
-  BF16: { sign: 0x8000, exponent: 0x7f80, mantissa: 0x007f, ieee: true, defaultNan: 0xffc0, unsignedZero: false },
+  F16: {
+    sign: 0x8000,
+    exponent: 0x7c00,
+    mantissa: 0x03ff,
+    ieee: true,
+    defaultNan: 0xfe00,
+    unsignedZero: false,
+    quiet: 0x0200,
+  },
+  BF16: {
+    sign: 0x8000,
+    exponent: 0x7f80,
+    mantissa: 0x007f,
+    ieee: true,
+    defaultNan: 0xffc0,
+    unsignedZero: false,
+    canonicalNan: 0x7fc0,
+  },
   F32: {
     sign: 0x80000000,
     exponent: 0x7f800000,
@@ -42,8 +66,17 @@ const FLOATS: Partial<Record<Dtype, FloatBits>> = {
     ieee: true,
     defaultNan: 0xffc00000,
     unsignedZero: false,
+    quiet: 0x00400000,
   },
-  F8_E5M2: { sign: 0x80, exponent: 0x7c, mantissa: 0x03, ieee: true, defaultNan: 0xfe, unsignedZero: false },
+  F8_E5M2: {
+    sign: 0x80,
+    exponent: 0x7c,
+    mantissa: 0x03,
+    ieee: true,
+    defaultNan: 0xfe,
+    unsignedZero: false,
+    canonicalNan: 0x7e,
+  },
   // E4M3FN: no infinities; the only NaNs are S.1111.111.
   F8_E4M3: { sign: 0x80, exponent: 0x78, mantissa: 0x07, ieee: false, defaultNan: 0xff, unsignedZero: false },
   F8_E4M3FNUZ: { sign: 0x80, exponent: 0x78, mantissa: 0x07, ieee: false, defaultNan: 0x80, unsignedZero: true },
@@ -97,13 +130,54 @@ export function keepOfPacked(packed: Uint8Array, first: number, count: number, o
   return keep;
 }
 
+/** A NaN as numpy's arithmetic returns it (see FloatBits). */
+function nanOut(word: number, f: FloatBits): number {
+  if (f.quiet !== undefined) return (word | f.quiet) >>> 0;
+  if (f.canonicalNan !== undefined) return ((word & f.sign) | f.canonicalNan) >>> 0;
+  return word;
+}
+
+/** word × 0. */
 function multiplyWord(word: number, f: FloatBits): number {
   const magnitude = word & ~f.sign & (f.exponent | f.mantissa);
   const exponentAllOnes = (word & f.exponent) === f.exponent;
   if (f.unsignedZero) return word === f.sign ? word : 0; // the lone NaN stays, everything else is +0
-  if (f.ieee && exponentAllOnes) return (word & f.mantissa) === 0 ? f.defaultNan : word; // inf × 0, NaN × 0
+  if (f.ieee && exponentAllOnes) return (word & f.mantissa) === 0 ? f.defaultNan : nanOut(word, f); // inf × 0, NaN × 0
   if (!f.ieee && magnitude === (f.exponent | f.mantissa)) return word; // E4M3FN's NaN
   return (word & f.sign) >>> 0;
+}
+
+/** word × 1: itself, but a NaN as numpy's arithmetic returns it. */
+function keepWord(word: number, f: FloatBits): number {
+  if (!f.ieee || (word & f.exponent) !== f.exponent || (word & f.mantissa) === 0) return word;
+  return nanOut(word, f);
+}
+
+const F32_DEFAULT_NAN = 0xffc00000;
+const isNan32 = (x: number) => (x & 0x7fffffff) > 0x7f800000;
+const f32Scratch = new Float32Array(1);
+const u32Scratch = new Uint32Array(f32Scratch.buffer);
+
+/** float32 x × k (k = 1 or +0) with x86's NaN rules, as bits. */
+function mul32(x: number, k: number): number {
+  if (isNan32(x)) return (x | 0x00400000) >>> 0;
+  if (k === 1) return x;
+  if ((x & 0x7fffffff) === 0x7f800000) return F32_DEFAULT_NAN;
+  return (x & 0x80000000) >>> 0;
+}
+
+/** float32 x + y (or x - y) with x86's NaN rules (the first NaN operand, quieted), as bits. */
+function add32(x: number, y: number, subtract: boolean): number {
+  if (isNan32(x)) return (x | 0x00400000) >>> 0;
+  if (isNan32(y)) return (y | 0x00400000) >>> 0;
+  u32Scratch[0] = x;
+  const a = f32Scratch[0]!;
+  u32Scratch[0] = y;
+  const b = f32Scratch[0]!;
+  const sum = subtract ? a - b : a + b;
+  if (Number.isNaN(sum)) return F32_DEFAULT_NAN; // inf - inf
+  f32Scratch[0] = sum; // exact: one operand is a zero or both are the same infinity
+  return u32Scratch[0]!;
 }
 
 /**
@@ -115,60 +189,58 @@ export function maskElements(dtype: Dtype, bytes: Uint8Array, keep: Uint8Array, 
   const count = keep.length;
   let masked = 0;
   for (let i = 0; i < count; i++) if (keep[i] === 0) masked++;
-  if (masked === 0) return 0;
   const float = FLOATS[dtype];
   if (mode === "zero" || (float === undefined && dtype !== "F64" && dtype !== "C64")) {
+    if (masked === 0) return 0;
     for (let i = 0; i < count; i++) if (keep[i] === 0) bytes.fill(0, i * width, (i + 1) * width);
     return masked;
   }
+  // "multiply" also rewrites kept NaNs (and C64's kept signed zeros) as numpy's arithmetic does.
   if (dtype === "F64") {
     // Two words per element, the high word (sign, exponent, top of the mantissa) second.
     const words = new Uint32Array(bytes.buffer, bytes.byteOffset, count * 2);
     for (let i = 0; i < count; i++) {
-      if (keep[i] !== 0) continue;
       const hi = words[2 * i + 1]!;
       const lo = words[2 * i]!;
       if ((hi & 0x7ff00000) === 0x7ff00000) {
         if ((hi & 0x000fffff) === 0 && lo === 0) {
+          if (keep[i] !== 0) continue;
           words[2 * i + 1] = 0xfff80000; // inf × 0: x86's default NaN
           words[2 * i] = 0;
-        }
-        continue; // NaN × 0 = the same NaN
+        } else words[2 * i + 1] = (hi | 0x00080000) >>> 0; // NaN × k: the same NaN, quieted
+        continue;
       }
+      if (keep[i] !== 0) continue;
       words[2 * i + 1] = (hi & 0x80000000) >>> 0;
       words[2 * i] = 0;
     }
     return masked;
   }
   if (dtype === "C64") {
-    // (a + bi)(0 + 0i) = (a·0 - b·0) + (a·0 + b·0)i: for finite parts, real -0 only when a < 0 ≤ b's sign bit
-    // clear, imaginary -0 only when both signs are set; a non-finite part gives NaN in both (x86's default).
+    // (a + bi)(k + 0i) = (a·k - b·0) + (a·0 + b·k)i, each operation in float32 as numpy's loop does it.
     const words = new Uint32Array(bytes.buffer, bytes.byteOffset, count * 2);
     for (let i = 0; i < count; i++) {
-      if (keep[i] !== 0) continue;
       const a = words[2 * i]!;
       const b = words[2 * i + 1]!;
-      if ((a & 0x7f800000) === 0x7f800000 || (b & 0x7f800000) === 0x7f800000) {
-        words[2 * i] = 0xffc00000;
-        words[2 * i + 1] = 0xffc00000;
-        continue;
-      }
-      const aNeg = a >>> 31 === 1;
-      const bNeg = b >>> 31 === 1;
-      words[2 * i] = aNeg && !bNeg ? 0x80000000 : 0;
-      words[2 * i + 1] = aNeg && bNeg ? 0x80000000 : 0;
+      const k = keep[i] === 0 ? 0 : 1;
+      words[2 * i] = add32(mul32(a, k), mul32(b, 0), true);
+      words[2 * i + 1] = add32(mul32(a, 0), mul32(b, k), false);
     }
     return masked;
   }
   const f = float!;
   if (width === 1) {
-    for (let i = 0; i < count; i++) if (keep[i] === 0) bytes[i] = multiplyWord(bytes[i]!, f);
+    for (let i = 0; i < count; i++) bytes[i] = keep[i] === 0 ? multiplyWord(bytes[i]!, f) : keepWord(bytes[i]!, f);
   } else if (width === 2) {
     const halves = new Uint16Array(bytes.buffer, bytes.byteOffset, count);
-    for (let i = 0; i < count; i++) if (keep[i] === 0) halves[i] = multiplyWord(halves[i]!, f);
+    for (let i = 0; i < count; i++) {
+      halves[i] = keep[i] === 0 ? multiplyWord(halves[i]!, f) : keepWord(halves[i]!, f);
+    }
   } else {
     const words = new Uint32Array(bytes.buffer, bytes.byteOffset, count);
-    for (let i = 0; i < count; i++) if (keep[i] === 0) words[i] = multiplyWord(words[i]!, f);
+    for (let i = 0; i < count; i++) {
+      words[i] = keep[i] === 0 ? multiplyWord(words[i]!, f) : keepWord(words[i]!, f);
+    }
   }
   return masked;
 }

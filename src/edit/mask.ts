@@ -244,7 +244,8 @@ function applyOne(
     const next = old.slice();
     const masked = maskElements(plan.weight.dtype, next, keep, options.mode);
     zeroed += masked;
-    if (masked === 0 || Buffer.compare(old, next) === 0) continue;
+    // A chunk can change with nothing masked (a kept NaN numpy's product rewrites) or stay as it was.
+    if (Buffer.compare(old, next) === 0) continue;
     handle.replaceBytes(base + first * width, old, next);
     bytes += next.length;
   }

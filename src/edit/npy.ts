@@ -8,7 +8,8 @@
  *   copied as it is;
  * - untyped items of D's width (`<V2` for BF16, `<V1` for F8: how ml_dtypes' bfloat16 / float8 arrays are saved):
  *   copied as they are;
- * - `<f4` (float32) for F16, BF16 and the F8/F6/F4 dtypes: encoded, rounded to nearest even (torch's `.to()`).
+ * - `<f4` (float32) for F16, BF16 and the F8/F6/F4 dtypes: encoded, rounded to nearest even as numpy / ml_dtypes
+ *   cast (codecs/numpy.ts).
  * Big-endian and Fortran-order arrays are refused (save them with `np.ascontiguousarray(a).astype("<...")`).
  */
 import { canEncode } from "../codecs/index.js";

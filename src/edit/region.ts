@@ -9,7 +9,8 @@
  * they are journaled like the rest, so a crash cannot alter them either).
  */
 import * as fs from "node:fs";
-import { canEncode, encodedByteLength, fromFloat32 } from "../codecs/index.js";
+import { canEncode, encodedByteLength } from "../codecs/index.js";
+import { encodeLikeNumpy } from "../codecs/numpy.js";
 import { SafetensorsFile } from "../file.js";
 import { SafetensorError } from "../format/errors.js";
 import type { HeaderOptions, TensorInfo } from "../format/header.js";
@@ -18,7 +19,7 @@ import { writeAllAt, writeBuffersAt } from "../io/node-write.js";
 import { isShardedTarget } from "../shards/node.js";
 import type { ByteRange, SliceIndex } from "../slice/index.js";
 import { editFastNative, editNative } from "./edit-native.js";
-import { fillBlock, filledBytes } from "./fill.js";
+import { encodeScalarGroup, fillBlock, filledBytes } from "./fill.js";
 import {
   dataWriteError,
   hasJournal,
@@ -74,7 +75,7 @@ export interface LocalityProof {
 }
 
 /** What `write` accepts: values in the slice's row-major order, one value for every element, or raw bytes. */
-export type EditValues = readonly number[] | Float32Array | Uint8Array | { readonly fill: number };
+export type EditValues = readonly number[] | Float32Array | Uint8Array | { readonly fill: number | bigint };
 
 export interface EditResult {
   /** The file written (a shard's path for a sharded checkpoint). */
@@ -120,12 +121,18 @@ function encodeValues(info: TensorInfo, elements: number, byteLength: number, va
       tensor: info.name,
     });
   }
-  const encoded = fromFloat32(info.dtype, list);
+  const encoded = encodeLikeNumpy(info.dtype, list);
   // Guaranteed by planSlice (byte-aligned runs); checked so that a codec change cannot write a wrong length.
   if (encoded.length !== encodedByteLength(info.dtype, elements) || encoded.length !== byteLength) {
     throw new SafetensorError("InvalidTensor", `encoded ${encoded.length} bytes, the slice holds ${byteLength}`);
   }
   return encoded;
+}
+
+/** A write of no bytes (an empty slice): a fill value is still checked, as numpy checks it (`w[5:5] = 300` of U8). */
+function emptyWrite(info: TensorInfo, values: EditValues, result: EditResult): EditResult {
+  if (isFillOf(values)) encodeScalarGroup(info.dtype, values.fill, info.name);
+  return result;
 }
 
 /** Whether `values` is a `{fill}` (anything but numbers, a Float32Array or raw bytes). */
@@ -246,7 +253,7 @@ export class EditHandle implements Editor {
     if (verify !== "none" || !plan.exact) return this.#writeChecked(name, info, plan, values, verify);
     const encoded = isFillOf(values) ? null : encodeValues(info, plan.elementCount, plan.byteLength, values);
     const { offsets, lengths, total, result } = this.#placed(name, plan);
-    if (total === 0) return result;
+    if (total === 0) return emptyWrite(info, values, result);
     // The new bytes as given, or one ≤ 64 KiB block of the fill's pattern repeated: journaled and written in one
     // native call when the addon has it.
     const bytes = encoded ?? fillBlock(info.dtype, (values as { fill: number }).fill, total, name);
@@ -284,7 +291,7 @@ export class EditHandle implements Editor {
     }
     const encoded = isFillOf(values) ? null : encodeValues(info, plan.elementCount, plan.byteLength, values);
     const { base, offsets, lengths, total, result } = this.#placed(name, plan);
-    if (total === 0) return result;
+    if (total === 0) return emptyWrite(info, values, result);
     const { ranges } = plan;
     const next = newContent(
       plan,
