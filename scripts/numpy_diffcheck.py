@@ -56,11 +56,78 @@ def read_header(buf):
     return 8 + n, {k: v for k, v in json.loads(bytes(buf[8:8 + n])).items() if k != "__metadata__"}
 
 
+class Checkpoint:
+    """A file or a sharded checkpoint's directory, read into memory: numpy edits it through views of its bytes."""
+
+    def __init__(self, path):
+        self.path = path
+        self.files = {}  # file name -> bytearray
+        self.tensors = {}  # tensor name -> (file name, data start, header entry)
+        names = sorted(f for f in os.listdir(path) if f.endswith(".safetensors")) if os.path.isdir(path) else [None]
+        for name in names:
+            buf = bytearray(open(path if name is None else os.path.join(path, name), "rb").read())
+            self.files[name] = buf
+            start, header = read_header(buf)
+            for tensor, info in header.items():
+                self.tensors[tensor] = (name, start, info)
+
+    def view(self, tensor):
+        name, start, info = self.tensors[tensor]
+        return view(self.files[name], start, info)
+
+    def save(self, out):
+        if os.path.isdir(self.path):
+            shutil.copytree(self.path, out, copy_function=shutil.copyfile)
+            for name, buf in self.files.items():
+                open(os.path.join(out, name), "wb").write(buf)
+        else:
+            open(out, "wb").write(self.files[None])
+        return out
+
+
 def view(buf, start, info):
     dtype = np.dtype(NP[info["dtype"]])
     b, e = info["data_offsets"]
     count = (e - b) // dtype.itemsize
     return np.frombuffer(buf, dtype=dtype, count=count, offset=start + b).reshape(info["shape"])
+
+
+def diff_of(old, new):
+    """What `diff` reports for a changed tensor, computed by numpy: elements whose bytes differ, the largest |a - b| of
+    their values as float64 (pairs with a NaN counted apart), the changed row ranges along dim 0."""
+    width = old.dtype.itemsize
+    a = old.reshape(-1).view(np.uint8).reshape(-1, width) if old.size else np.zeros((0, width), np.uint8)
+    b = new.reshape(-1).view(np.uint8).reshape(-1, width) if new.size else np.zeros((0, width), np.uint8)
+    differ = np.any(a != b, axis=1)
+    if not differ.any():
+        return None
+    with np.errstate(all="ignore"):
+        if old.dtype == np.complex64:
+            d = np.abs(old.reshape(-1).astype(np.complex128) - new.reshape(-1).astype(np.complex128))
+        else:
+            d = np.abs(old.reshape(-1).astype(np.float64) - new.reshape(-1).astype(np.float64))
+    d = d[differ]
+    nan = np.isnan(d)
+    rows_per = int(np.prod(old.shape[1:])) if old.ndim > 1 else 1
+    changed_rows = np.unique(np.nonzero(differ)[0] // rows_per)
+    ranges = []
+    for r in changed_rows.tolist():
+        if ranges and ranges[-1][1] == r:
+            ranges[-1][1] = r + 1
+        else:
+            ranges.append([r, r + 1])
+    top = float(d[~nan].max()) if (~nan).any() else 0.0
+    return {"elements": int(differ.sum()), "max_abs_diff": top if np.isfinite(top) else "Infinity",
+            "nan_elements": int(nan.sum()), "rows": ranges}
+
+
+def diffs(before, after):
+    out = {}
+    for tensor in sorted(before.tensors):
+        change = diff_of(before.view(tensor), after.view(tensor))
+        if change is not None:
+            out[tensor] = change
+    return out
 
 
 def special_floats(rng, n):
@@ -176,18 +243,18 @@ def fill_value(rng, dtype):
     return text, float(text), False
 
 
-def edit_job(rng, directory, k, base, files):
-    """An edit of a random tensor of `base` (a path whose tensors are listed in `files[base]`)."""
-    buf = bytearray(open(base, "rb").read())
-    start, header = read_header(buf)
-    name = rng.choice(sorted(header))
-    info = header[name]
+def edit_job(rng, directory, k, base):
+    """An edit of a random tensor of `base` (a file or a checkpoint directory)."""
+    before = Checkpoint(base)
+    ckpt = Checkpoint(base)
+    name = str(rng.choice(sorted(ckpt.tensors)))
+    info = ckpt.tensors[name][2]
     dtype = info["dtype"]
     if dtype not in NP:
         return None
     shape = tuple(info["shape"])
     spec, index = random_index(rng, shape)
-    w = view(buf, start, info)
+    w = ckpt.view(name)
     try:
         target_shape = w[index].shape
     except IndexError:
@@ -205,9 +272,11 @@ def edit_job(rng, directory, k, base, files):
         n = int(np.prod(target_shape))
         npy = os.path.join(directory, f"v{k}.npy")
         choice = rng.random()
-        if dtype in NARROW and choice < 0.5:
-            values = special_floats(rng, n).astype(np.float32).reshape(target_shape)
-            if rng.random() < 0.3:
+        if dtype in FLOATS and choice < 0.5:
+            wide = rng.random() < 0.4  # float64, numpy's default (np.save of what numpy computed)
+            with np.errstate(all="ignore"):
+                values = special_floats(rng, n).astype(np.float64 if wide else np.float32).reshape(target_shape)
+            if not wide and rng.random() < 0.3:
                 values = np.frombuffer(rng.integers(0, 2 ** 32, size=n, dtype=np.uint64).astype(np.uint32).tobytes(),
                                        dtype=np.float32).reshape(target_shape)
             np.save(npy, values)
@@ -225,14 +294,14 @@ def edit_job(rng, directory, k, base, files):
             w[index] = values
         else:
             bad = rng.choice(["shape", "dtype", "big", "fortran", "rawlen"])
+            if n == 0 and bad == "big":  # numpy saves an empty big-endian array as little-endian
+                bad = "shape"
             values = random_values(rng, dtype, n).reshape(target_shape)
             if bad == "shape":
                 np.save(npy, np.zeros(tuple(target_shape) + (2,), dtype=values.dtype) if dtype not in NARROW[1:]
                         else np.zeros((n + 1,), dtype=np.float32))
-            elif bad == "dtype":
-                other = np.float64 if dtype != "F64" else np.float32
-                if dtype in INTS or dtype == "BOOL":
-                    other = np.float32
+            elif bad == "dtype":  # a type numpy would cast (lossy or not): refused
+                other = np.float32 if dtype in INTS or dtype == "BOOL" else np.int32 if dtype == "F16" else np.float16
                 np.save(npy, np.zeros(target_shape, dtype=other))
             elif bad == "big" and dtype not in NARROW[1:] and np.dtype(NP[dtype]).itemsize > 1 and dtype != "C64":
                 np.save(npy, values.astype(values.dtype.newbyteorder(">")))
@@ -243,20 +312,23 @@ def edit_job(rng, directory, k, base, files):
                 open(npy, "wb").write(values.tobytes() + b"\0")
             refuse = True
         job["from"] = npy
-    job["expected"] = "error" if refuse else save_expected(directory, k, buf)
+    return finish(job, directory, k, refuse, before, ckpt)
+
+
+def finish(job, directory, k, refuse, before, after):
+    if refuse:
+        job["expected"] = "error"
+    else:
+        job["expected"] = after.save(os.path.join(directory, f"expected-{k}" + (
+            "" if os.path.isdir(before.path) else ".safetensors")))
+        job["diff"] = diffs(before, after)
     return job
 
 
-def save_expected(directory, k, buf):
-    path = os.path.join(directory, f"expected-{k}.safetensors")
-    open(path, "wb").write(buf)
-    return path
-
-
 def mask_job(rng, directory, k, base):
-    buf = bytearray(open(base, "rb").read())
-    start, header = read_header(buf)
-    names = [n for n in sorted(header) if header[n]["dtype"] in MASKABLE]
+    before = Checkpoint(base)
+    ckpt = Checkpoint(base)
+    names = [n for n in sorted(ckpt.tensors) if ckpt.tensors[n][2]["dtype"] in MASKABLE]
     if not names:
         return None
     chosen = [n for n in names if rng.random() < 0.4] or [names[0]]
@@ -266,8 +338,7 @@ def mask_job(rng, directory, k, base):
     counts = {}
     refuse = False
     for name in chosen:
-        info = header[name]
-        w = view(buf, start, info)
+        w = ckpt.view(name)
         shape = w.shape
         n = w.size
         kind = rng.choice(["bool", "numeric", "packed", "rows"])
@@ -305,10 +376,9 @@ def mask_job(rng, directory, k, base):
     path = os.path.join(directory, f"mask-{k}.safetensors")
     write_safetensors(path, tensors)
     job = {"id": f"job{k}", "kind": "mask", "file": base, "mask": path, "mode": mode, "bit_order": order}
-    job["expected"] = "error" if refuse else save_expected(directory, k, buf)
     if not refuse:
         job["zeroed"] = counts
-    return job
+    return finish(job, directory, k, refuse, before, ckpt)
 
 
 def make_bases(rng, directory):
@@ -325,24 +395,71 @@ def make_bases(rng, directory):
         path = os.path.join(directory, f"base-{b}.safetensors")
         write_safetensors(path, tensors, {"format": "pt"} if b == 1 else None)
         bases.append(path)
+    # A sharded checkpoint: 3 shards and their index.
+    sharded = os.path.join(directory, "sharded")
+    os.mkdir(sharded)
+    weight_map = {}
+    total = 0
+    for shard in range(3):
+        tensors = []
+        for d in NP:
+            if rng.random() < 0.5:
+                shape = random_shape(rng)
+                tensors.append((f"s{shard}.{d.lower()}", d, shape, random_values(rng, d, int(np.prod(shape))).tobytes()))
+        file = f"model-{shard + 1:05d}-of-00003.safetensors"
+        write_safetensors(os.path.join(sharded, file), tensors)
+        for name, _, _, data in tensors:
+            weight_map[name] = file
+            total += len(data)
+    json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
+              open(os.path.join(sharded, "model.safetensors.index.json"), "w"), indent=2)
+    bases.append(sharded)
     return bases
+
+
+def wrong_base(rng, directory, k, base, bases):
+    """Another base a patch of `base` must refuse: another file, or `base` with its last data byte changed (same
+    size), or None when `base` has no data byte to change."""
+    others = [b for b in bases if b != base and not os.path.isdir(b)]
+    if not os.path.isdir(base) and others and rng.random() < 0.3:
+        return others[int(rng.integers(0, len(others)))]
+    out = os.path.join(directory, f"wrong-{k}" + ("" if os.path.isdir(base) else ".safetensors"))
+    if os.path.isdir(base):
+        shutil.copytree(base, out, copy_function=shutil.copyfile)
+        files = [os.path.join(out, f) for f in sorted(os.listdir(out)) if f.endswith(".safetensors")]
+    else:
+        shutil.copyfile(base, out)
+        files = [out]
+    for target in files:
+        data = bytearray(open(target, "rb").read())
+        if len(data) > 8 + struct.unpack("<Q", bytes(data[:8]))[0]:
+            data[-1] ^= 0x01
+            open(target, "wb").write(data)
+            return out
+    return None
 
 
 def make(directory, seed, count, corpus):
     rng = np.random.default_rng(seed)
     bases = make_bases(rng, directory)
     for i, src in enumerate(corpus):
-        path = os.path.join(directory, f"corpus-{i}-{os.path.basename(src)}")
-        shutil.copyfile(src, path)
+        path = os.path.join(directory, f"corpus-{i}-{os.path.basename(src.rstrip('/'))}")
+        if os.path.isdir(src):
+            shutil.copytree(src, path, copy_function=shutil.copyfile)
+        else:
+            shutil.copyfile(src, path)
         bases.append(path)
     jobs = []
     k = 0
     while len(jobs) < count:
         base = bases[int(rng.integers(0, len(bases)))]
-        job = mask_job(rng, directory, k, base) if rng.random() < 0.3 else edit_job(rng, directory, k, base, None)
-        k += 1
+        job = mask_job(rng, directory, k, base) if rng.random() < 0.3 else edit_job(rng, directory, k, base)
         if job is not None:
+            wrong = wrong_base(rng, directory, k, base, bases) if job["expected"] != "error" else None
+            if wrong is not None:
+                job["wrong_base"] = wrong
             jobs.append(job)
+        k += 1
     json.dump({"jobs": jobs}, open(os.path.join(directory, "jobs.json"), "w"))
 
 

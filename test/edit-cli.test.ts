@@ -114,7 +114,7 @@ test("edit refuses, before writing anything: a .npy of another shape or type, ra
   const before = sha(fs.readFileSync(file));
   const cases: [string, Uint8Array, string][] = [
     ["shape.npy", npy("<f4", [3, 8], new Uint8Array(96)), "InvalidTensor"],
-    ["type.npy", npy("<f8", [2, 8], new Uint8Array(128)), "InvalidTensor"],
+    ["type.npy", npy("<c8", [2, 8], new Uint8Array(128)), "InvalidTensor"],
     ["int.npy", npy("<i4", [2, 8], new Uint8Array(64)), "InvalidTensor"],
     ["big.npy", npy(">f2", [2, 8], new Uint8Array(32)), "InvalidTensor"],
     ["fortran.npy", npy("<f2", [2, 8], new Uint8Array(32), true), "InvalidTensor"],

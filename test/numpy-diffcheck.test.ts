@@ -28,12 +28,46 @@ interface Job {
   mode?: "multiply" | "zero";
   bit_order?: "big" | "little";
   zeroed?: Record<string, number>;
+  /** What numpy computes for `diff BASE EXPECTED`, per changed tensor. */
+  diff?: Record<string, { elements: number; max_abs_diff: number | string; nan_elements: number; rows: number[][] }>;
+  /** A base `patch apply` must refuse (another file, or this one with a byte changed). */
+  wrong_base?: string;
   expected: string;
 }
 
-const CASES = Number(process.env.SAFETENSORS_DIFFCHECK_CASES ?? 300);
+const CASES = Number(process.env.SAFETENSORS_DIFFCHECK_CASES ?? 200);
 const SEED = Number(process.env.SAFETENSORS_DIFFCHECK_SEED ?? 1);
-const CORPUS = ["julia-test-numpy-all-dtypes.safetensors", "burn-boolean.safetensors", "r-hello.safetensors"];
+const CORPUS = [
+  "julia-test-numpy-all-dtypes.safetensors",
+  "burn-boolean.safetensors",
+  "r-hello.safetensors",
+  "julia-test-sharded-6",
+];
+
+/** A file's bytes, or a directory's files by name. */
+function contentOf(target: string): Map<string, Buffer> {
+  if (!fs.statSync(target).isDirectory()) return new Map([["", fs.readFileSync(target)]]);
+  return new Map(
+    fs
+      .readdirSync(target)
+      .sort()
+      .map((name) => [name, fs.readFileSync(path.join(target, name))]),
+  );
+}
+
+/** How `ours` differs from `numpy` (files or directories), or "" when they are byte-identical. */
+function compareContent(before: Map<string, Buffer>, ours: Map<string, Buffer>, numpy: Map<string, Buffer>): string {
+  if ([...ours.keys()].join() !== [...numpy.keys()].join())
+    return `files ${[...ours.keys()]} against ${[...numpy.keys()]}`;
+  for (const [name, bytes] of numpy) {
+    if (!ours.get(name)!.equals(bytes)) return `${name}: ${firstDifference(before.get(name)!, ours.get(name)!, bytes)}`;
+  }
+  return "";
+}
+
+function sameContent(a: Map<string, Buffer>, b: Map<string, Buffer>): boolean {
+  return a.size === b.size && [...a].every(([name, bytes]) => b.get(name)?.equals(bytes) === true);
+}
 
 /** Where two files first differ (tensor, element, old / our / numpy's bytes), for the failure message. */
 function firstDifference(before: Buffer, ours: Buffer, numpy: Buffer): string {
@@ -99,10 +133,15 @@ test(`edits and masks equal numpy's byte for byte (${CASES} cases, seed ${SEED})
     const { jobs } = JSON.parse(fs.readFileSync(path.join(dir, "jobs.json"), "utf8")) as { jobs: Job[] };
     assert.equal(jobs.length, CASES);
     const failures: string[] = [];
-    const work = path.join(dir, "work.safetensors");
+    let checkedDiffs = 0;
+    let checkedPatches = 0;
+    let refusedBases = 0;
     for (const job of jobs) {
-      fs.copyFileSync(job.file, work);
-      const before = fs.readFileSync(work);
+      const sharded = fs.statSync(job.file).isDirectory();
+      const work = path.join(dir, sharded ? "work" : "work.safetensors");
+      fs.rmSync(work, { recursive: true, force: true });
+      fs.cpSync(job.file, work, { recursive: true });
+      const before = contentOf(work);
       const out =
         job.kind === "mask"
           ? await cli(
@@ -128,29 +167,74 @@ test(`edits and masks equal numpy's byte for byte (${CASES} cases, seed ${SEED})
               "--verify",
               "none",
             );
-      const after = fs.readFileSync(work);
+      const after = contentOf(work);
       if (job.expected === "error") {
         if (out.code !== 1) failures.push(`${describe(job)}: expected a refusal, got status ${out.code} ${out.stderr}`);
-        else if (!before.equals(after)) failures.push(`${describe(job)}: refused but the file changed`);
+        else if (!sameContent(before, after)) failures.push(`${describe(job)}: refused but the file changed`);
         continue;
       }
       if (out.code !== 0) {
         failures.push(`${describe(job)}: status ${out.code}: ${out.stderr.trim()}`);
         continue;
       }
-      const expected = fs.readFileSync(job.expected);
-      if (!after.equals(expected)) failures.push(`${describe(job)}: ${firstDifference(before, after, expected)}`);
+      const differs = compareContent(before, after, contentOf(job.expected));
+      if (differs) failures.push(`${describe(job)}: ${differs}`);
       if (job.kind === "mask") {
         const report = JSON.parse(out.stdout) as { tensors: { tensor: string; zeroed: number }[] };
         const zeroed = Object.fromEntries(report.tensors.map((t) => [t.tensor, t.zeroed]));
-        if (
-          JSON.stringify(zeroed, Object.keys(job.zeroed!).sort()) !==
-          JSON.stringify(job.zeroed, Object.keys(job.zeroed!).sort())
-        ) {
+        const keys = Object.keys(job.zeroed!).sort();
+        if (JSON.stringify(zeroed, keys) !== JSON.stringify(job.zeroed, keys)) {
           failures.push(`${describe(job)}: zeroed ${JSON.stringify(zeroed)}, numpy ${JSON.stringify(job.zeroed)}`);
         }
       }
+      if (differs) continue;
+      // diff BASE NEW: the changed tensors and their counts as numpy computes them.
+      const diff = await cli("diff", job.file, work, "--json");
+      const report = JSON.parse(diff.stdout) as {
+        tensors: (Record<string, unknown> & { name: string; status: string })[];
+      };
+      const changed = Object.fromEntries(
+        report.tensors
+          .filter((t) => t.status !== "same")
+          .map((t) => [
+            t.name,
+            { elements: t.elements, max_abs_diff: t.max_abs_diff, nan_elements: t.nan_elements, rows: t.rows },
+          ]),
+      );
+      const names = Object.keys(job.diff!).sort();
+      if (
+        diff.code !== (names.length ? 1 : 0) ||
+        JSON.stringify(changed, null, 0) !== JSON.stringify(Object.fromEntries(names.map((n) => [n, job.diff![n]])))
+      ) {
+        failures.push(
+          `${describe(job)}: diff ${diff.code} ${JSON.stringify(changed)}, numpy ${JSON.stringify(job.diff)}`,
+        );
+      }
+      checkedDiffs++;
+      // patch create BASE NEW, patch apply BASE: NEW byte for byte; another base refused, nothing written.
+      const patch = path.join(dir, "patch.safetensors");
+      const rebuilt = path.join(dir, sharded ? "rebuilt" : "rebuilt.safetensors");
+      fs.rmSync(patch, { force: true });
+      fs.rmSync(rebuilt, { recursive: true, force: true });
+      const created = await cli("patch", "create", job.file, work, patch);
+      const applied = created.code === 0 ? await cli("patch", "apply", job.file, patch, rebuilt) : created;
+      if (applied.code !== 0) failures.push(`${describe(job)}: patch: ${applied.stderr.trim()}`);
+      else if (!sameContent(contentOf(rebuilt), after))
+        failures.push(`${describe(job)}: the patch did not rebuild NEW`);
+      else checkedPatches++;
+      if (job.wrong_base && created.code === 0) {
+        const refused = path.join(dir, sharded ? "refused" : "refused.safetensors");
+        const wrong = await cli("patch", "apply", job.wrong_base, patch, refused);
+        if (wrong.code !== 1 || !/PatchBaseMismatch/.test(wrong.stderr) || fs.existsSync(refused)) {
+          failures.push(
+            `${describe(job)}: patch applied to ${path.basename(job.wrong_base)}: ${wrong.code} ${wrong.stderr}`,
+          );
+        } else refusedBases++;
+      }
     }
+    console.log(
+      `# ${jobs.length} cases: ${checkedDiffs} diffs, ${checkedPatches} patches, ${refusedBases} wrong bases refused`,
+    );
     assert.deepEqual(failures.slice(0, 30), [], `${failures.length} of ${jobs.length} cases differ from numpy`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

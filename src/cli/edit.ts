@@ -21,7 +21,10 @@ function valuesFrom(file: string, info: TensorInfo, spec: string): EditValues {
   const array = parseNpy(bytes);
   const plan = planSlice(info.dtype, info.exactShape ?? info.shape, parseSliceSpec(spec));
   try {
-    if (npyFits(array, info.dtype, plan.shape) === "raw") return array.data;
+    const fits = npyFits(array, info.dtype, plan.shape);
+    if (fits === "raw") return array.data;
+    // Numbers are encoded as float64 values (an array numpy casts), a Float32Array as float32 ones.
+    if (fits === "f64") return Array.from(new Float64Array(array.data.slice().buffer));
     return new Float32Array(array.data.slice().buffer);
   } catch (error) {
     if (error instanceof SafetensorError) {
@@ -81,9 +84,10 @@ edited. Only the slice's bytes are written; their old bytes go first to an undo 
 by a crash is rolled back by the next edit or by "safetensors recover FILE"; readers warn meanwhile.
 
 --fill VALUE writes one value everywhere (any dtype; integers exact and in range, BOOL 0 or 1; floats rounded to
-nearest even). --from PATH takes a .npy array whose shape is the slice's shape and whose type is the tensor's own
-(<f2 for F16, <V2 for ml_dtypes' bfloat16, ...) or float32 for F16/BF16/F8/F6/F4 (rounded to nearest even), or raw
-little-endian bytes of exactly the slice's length.
+nearest even as numpy rounds a Python float; inf, -inf and nan too). --from PATH takes a .npy array whose shape is
+the slice's shape and whose type is the tensor's own (<f2 for F16, <V2 for ml_dtypes' bfloat16, ...) or float32 /
+float64 for any float tensor (rounded to nearest even as numpy casts them), or raw little-endian bytes of exactly
+the slice's length.
 
 --verify (default tensor): SHA-256 of the tensor before and after, and a check that the tensor after is the tensor
 before with only the slice replaced. full: the same over the whole file (reads it three times). none: no check.

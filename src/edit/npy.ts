@@ -8,8 +8,9 @@
  *   copied as it is;
  * - untyped items of D's width (`<V2` for BF16, `<V1` for F8: how ml_dtypes' bfloat16 / float8 arrays are saved):
  *   copied as they are;
- * - `<f4` (float32) for F16, BF16 and the F8/F6/F4 dtypes: encoded, rounded to nearest even as numpy / ml_dtypes
- *   cast (codecs/numpy.ts).
+ * - `<f4` (float32) or `<f8` (float64) for every float dtype but C64: encoded as numpy / ml_dtypes cast them,
+ *   rounded to nearest even (codecs/numpy.ts; float32 into F64 exactly). numpy's default float type is float64:
+ *   `np.save(path, values)` of an array numpy made is `<f8`.
  * Big-endian and Fortran-order arrays are refused (save them with `np.ascontiguousarray(a).astype("<...")`).
  */
 import { canEncode } from "../codecs/index.js";
@@ -172,16 +173,12 @@ export function parseNpy(bytes: Uint8Array): NpyArray {
   return { descr, shape, data };
 }
 
-/** Narrower float dtypes, which take float32 values (encoded); F32 and F64 take only their own type. */
-function encodedFromF32(dtype: Dtype): boolean {
-  return canEncode(dtype) && dtype !== "F32" && dtype !== "F64";
-}
-
 /**
- * How an array's items become a slice of `dtype` and `shape`: "raw" (its bytes are the slice's) or "f32" (float32
- * values to encode). Refuses (`InvalidTensor`) another shape or an item type that does not fit (see module comment).
+ * How an array's items become a slice of `dtype` and `shape`: "raw" (its bytes are the slice's), "f32" / "f64"
+ * (float32 / float64 values to encode). Refuses (`InvalidTensor`) another shape or an item type that does not fit
+ * (see module comment).
  */
-export function npyFits(array: NpyArray, dtype: Dtype, shape: readonly Dim[]): "raw" | "f32" {
+export function npyFits(array: NpyArray, dtype: Dtype, shape: readonly Dim[]): "raw" | "f32" | "f64" {
   const same = array.shape.length === shape.length && array.shape.every((d, i) => BigInt(d) === BigInt(shape[i]!));
   if (!same) {
     throw new SafetensorError(
@@ -194,10 +191,11 @@ export function npyFits(array: NpyArray, dtype: Dtype, shape: readonly Dim[]): "
   const width = dtypeOf(dtype).bits / 8;
   if (own !== undefined && (normalized === own || normalized.slice(1) === own.slice(1))) return "raw";
   if (/^[<|]V\d+$/.test(normalized) && Number.isInteger(width) && itemSize(normalized) === width) return "raw";
-  if (normalized === "<f4" && encodedFromF32(dtype)) return "f32";
+  if (normalized === "<f4" && canEncode(dtype)) return "f32";
+  if (normalized === "<f8" && canEncode(dtype)) return "f64";
   throw new SafetensorError(
     "InvalidTensor",
     `a .npy array of ${array.descr} does not fit a ${dtype} tensor (give ${own ?? `<V${width}`}` +
-      `${encodedFromF32(dtype) ? " or <f4, which is rounded to nearest even" : ""})`,
+      `${canEncode(dtype) ? ", <f4 or <f8, which are rounded to nearest even" : ""})`,
   );
 }
