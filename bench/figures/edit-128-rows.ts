@@ -98,17 +98,31 @@ function referencePython(): string | null {
  * runs the reference reads the edited file with safe_open and requires every tensor to equal the checkpoint's except
  * those rows, which must be zero.
  *
- * Where our time goes (fresh processes, 2-core VM at load 1.5–3, medians of 9–15 runs; `strace -T` for the system
- * calls): `openForEdit` 0.40 ms (the journal check, the header through the native open, the read-write descriptor);
- * `write` 1.3 ms, of which the native journal call ~0.4 (the old 1 MiB read through a shared mapping of the range,
- * CRC-32C 0.04, written into a new journal: fresh page-cache pages, 0.26 in pwritev), the rows written from one
- * shared 64 KiB zero block 0.17–0.2, and ~0.6 of JavaScript run for the first time in the process (planning, the
- * journal's header, the calls); `commit` 0.24 (unlink 0.09: the journal's pages freed); `close` 0.05. Total ~2.0 ms
- * in the probe, 2.26 ms in the figure (7 runs, load 1.5–3), against np.memmap's 0.49–0.6 ms. A second edit in the
- * same process takes ~0.9 ms (open 0.2–0.3, write 0.6, commit 0.08): the system calls alone (journal open, write
- * and unlink, the rows' write) are ~0.6 ms, more than numpy's whole edit, which dirties pages already cached and
- * journals nothing. The undo journal is the difference: the one copy of 1 MiB into fresh page-cache pages and its
- * removal cost ~0.35 ms that no cheaper checksum or fewer calls can remove.
+ * Where our time goes (fresh processes on the 2-core VM at load 2–5, medians of 9–15 runs; a probe with the
+ * figure's setup, phases bisected with performance.now; the system calls' share measured by a C program making the
+ * same calls, interleaved with it). `openForEdit` 0.26–0.33 ms: the addon's openHead (open, fstat, 16 KiB read, the
+ * journal's stat: ~0.04), the header validated by SafetensorsFile.open (0.10–0.14, 0.29 after the worker's gc()),
+ * the read-write descriptor (addon, identity checked, ~0.02) and the rest first-run JavaScript. `write` 1.0–1.1 ms:
+ * one native call (journalBegin) 0.57–0.67 (journal created O_EXCL 0.02–0.04; the old 1 MiB read through a shared
+ * mapping, CRC-32C 0.04, written with the header in one pwritev into fresh page-cache pages: 0.25–0.45, most of it
+ * ext4's per-block delayed-allocation work and the copy; the rows written from one 64 KiB zero block 0.05–0.10);
+ * the rest is JavaScript run for the first time in the process (V8 compiles each function at its first call:
+ * ~7 µs a function plus ~1.3 µs a line here): the slice plan 0.08, placing the ranges, the fill block and the
+ * journal writer ~0.25. `commit` 0.14–0.17 (journalEnd: close and unlink, the journal's pages freed, 0.10–0.13);
+ * `close` 0.04. The same system calls from a C program: 0.39–0.59 ms in all. np.memmap's 0.47–0.54 ms is header
+ * 0.07, `np.memmap` itself 0.34 (Python), the assignment 0.10 (256 write faults on cached pages), `del` 0.03: its
+ * kernel work is ~0.1 ms, ours (the undo journal: 1 MiB copied into a new file and freed again) 0.4–0.6, so this
+ * figure cannot reach 1× on this VM with the journal kept next to the file.
+ *
+ * Tried, measured, not kept: the journal's old bytes by copy_file_range or sendfile (0.53 ms vs 0.25–0.46 through
+ * the mapping), pread into fresh memory (0.88), into a 2 MiB THP buffer (0.40), into a reused 64 KiB buffer
+ * 64 KiB at a time (0.76), CRC and pwrite in 64–256 KiB chunks (0.39–0.42), MAP_POPULATE (0.34) or MADV_WILLNEED
+ * (0.33) on the mapping, O_DIRECT for the journal (0.73, unlink 0.31), fallocate before writing (0.23, unlink
+ * 0.14); the rows through a shared writable mapping (0.12–0.20 vs 0.05–0.06 for pwritev of the zero block);
+ * --single-threaded (no change: not V8's threads). Kept (2.3–2.8 → ~1.5 ms in the probe): the header read
+ * through positional reads (no mmap source), the journal created, its records and the data written in one native
+ * call, close + unlink in one, the writable open natively, no node:path in journalPathFor, fewer first-run
+ * functions on the exact-slice path.
  */
 export default defineFigure<{ copy: string }>({
   name: "edit_128_rows",

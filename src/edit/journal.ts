@@ -43,7 +43,7 @@ import { SafetensorError } from "../format/errors.js";
 import { ioError, preadInto } from "../io/node-file.js";
 import { fsyncDirectory, writeAllAt, writeBuffersAt, writeFileAtomic } from "../io/node-write.js";
 import { crc32c as crc32cJs } from "./crc32c.js";
-import { type EditFastNative, editFastNative, editNative } from "./edit-native.js";
+import { editFastNative, editNative } from "./edit-native.js";
 
 const MAGIC_V1 = new TextEncoder().encode("STJRNL01");
 const MAGIC_V2 = new TextEncoder().encode("STJRNL02");
@@ -225,57 +225,36 @@ export class JournalWriter {
     return new JournalWriter(file, fsync, fileSize, group, randomNonce());
   }
 
-  get records(): number {
-    return this.#records;
-  }
-
   /**
-   * Journal the bytes now at the absolute ranges `[offsets[i], offsets[i] + lengths[i])` of `fd` (sorted,
-   * disjoint, non-empty), read from the file itself: with the addon straight from the page cache to the journal.
-   * With `data`, when these are the journal's first records and the addon has its one-call path, the data is
-   * written in the same call right after the records (true); false: the caller writes it. A data write that fails
-   * throws `dataWriteError` with the records kept.
+   * An edit's first write in one native call, where the addon has it: the journal created with the records of the
+   * ranges (`total` bytes), then `data` written over them. Null when not taken (no addon path, or a range longer
+   * than a record: `create` and `appendRanges` then). Throws as `appendRanges` when no journal was left; a data
+   * write that failed after the journal was complete is the returned writer's `dataError`.
    */
-  appendRanges(fd: number, offsets: Float64Array, lengths: Float64Array, data?: RangeData): boolean {
-    [offsets, lengths] = splitRanges(offsets, lengths);
-    if (offsets.length === 0) return false;
-    const fast = data && this.#fd === null ? editFastNative() : null;
-    if (fast) return this.#begin(fast, fd, offsets, lengths, data!);
-    this.#appendRead(fd, offsets, lengths);
-    return false;
-  }
-
-  /** appendRanges without the one-call path: the records written (from the page cache with the addon), no data. */
-  #appendRead(fd: number, offsets: Float64Array, lengths: Float64Array): void {
-    const native = editNative();
-    if (native === null) {
-      const records: JournalRecord[] = [];
-      for (let i = 0; i < offsets.length; i++) {
-        records.push({ offset: offsets[i]!, bytes: readAt(fd, offsets[i]!, lengths[i]!) });
-      }
-      this.append(records);
-      return;
-    }
-    let length = 0;
-    for (let i = 0; i < lengths.length; i++) length += RECORD_HEAD + lengths[i]! + CRC_BYTES;
-    this.#write(length, offsets.length, (journalFd, at, prefix) =>
-      native.journalRanges(journalFd, at, this.#crc, prefix, fd, offsets, lengths, this.fsync),
-    );
-  }
-
-  /** The journal created, its header and first records written and the data after them, in one native call. */
-  #begin(native: EditFastNative, fd: number, offsets: Float64Array, lengths: Float64Array, data: RangeData): true {
+  static begin(
+    file: string,
+    fileSize: number,
+    group: string,
+    fsync: boolean,
+    fd: number,
+    offsets: Float64Array,
+    lengths: Float64Array,
+    total: number,
+    data: RangeData,
+  ): JournalWriter | null {
+    const native = total <= MAX_RECORD_BYTES ? editFastNative() : null;
+    if (native === null) return null;
+    const journal = new JournalWriter(file, fsync, fileSize, group, randomNonce());
     const out = new Float64Array(4);
     out[0] = -1;
-    const group = this.group === "" ? EMPTY : new TextEncoder().encode(this.group);
     let failure: unknown;
     try {
       native.journalBegin(
-        this.#path,
-        this.fileSize,
-        group,
-        this.nonce,
-        this.fsync,
+        journal.#path,
+        fileSize,
+        group === "" ? EMPTY : new TextEncoder().encode(group),
+        journal.nonce,
+        fsync,
         fd,
         offsets,
         lengths,
@@ -288,13 +267,43 @@ export class JournalWriter {
       failure = error;
     }
     // No journal left: nothing was written to the file either.
-    if (out[0]! < 0) throw journalWriteError(failure, this.#path);
-    this.#fd = out[0]!;
-    this.#end = out[1]!;
-    this.#crc = out[2]!;
-    this.#records += offsets.length;
-    if (failure !== undefined) throw dataWriteError(failure, this.file);
-    return true;
+    if (out[0]! < 0) throw journalWriteError(failure, journal.#path);
+    journal.#fd = out[0]!;
+    journal.#end = out[1]!;
+    journal.#crc = out[2]!;
+    journal.#records = offsets.length;
+    if (failure !== undefined) journal.dataError = dataWriteError(failure, file);
+    return journal;
+  }
+
+  /** Set by `begin` when its data write failed after the journal was complete. */
+  dataError: SafetensorError | undefined;
+
+  get records(): number {
+    return this.#records;
+  }
+
+  /**
+   * Journal the bytes now at the absolute ranges `[offsets[i], offsets[i] + lengths[i])` of `fd` (sorted,
+   * disjoint, non-empty), read from the file itself: with the addon straight from the page cache to the journal.
+   */
+  appendRanges(fd: number, offsets: Float64Array, lengths: Float64Array): void {
+    [offsets, lengths] = splitRanges(offsets, lengths);
+    const native = editNative();
+    if (native === null) {
+      const records: JournalRecord[] = [];
+      for (let i = 0; i < offsets.length; i++) {
+        records.push({ offset: offsets[i]!, bytes: readAt(fd, offsets[i]!, lengths[i]!) });
+      }
+      this.append(records);
+      return;
+    }
+    if (offsets.length === 0) return;
+    let length = 0;
+    for (let i = 0; i < lengths.length; i++) length += RECORD_HEAD + lengths[i]! + CRC_BYTES;
+    this.#write(length, offsets.length, (journalFd, at, prefix) =>
+      native.journalRanges(journalFd, at, this.#crc, prefix, fd, offsets, lengths, this.fsync),
+    );
   }
 
   /** Append `records` (their old bytes given), complete (and synced, when asked) before this returns. */

@@ -319,18 +319,27 @@ export class EditHandle implements Editor {
    * `data` over them when given (in the same native call where the addon can).
    */
   #journalAndWrite(offsets: Float64Array, lengths: Float64Array, total: number, data: RangeData | null): void {
+    const first = this.#journal === null && data !== null;
+    const begun = first
+      ? JournalWriter.begin(this.path, this.#size, this.#group, this.#fsync, this.#fd, offsets, lengths, total, data)
+      : null;
+    if (begun !== null) {
+      this.#journal = begun;
+      this.#journalBytes += total;
+      if (begun.dataError) throw begun.dataError;
+      return;
+    }
     const journal = this.#journal ?? JournalWriter.create(this.path, this.#size, this.#group, this.#fsync);
     const before = journal.records;
-    let written: boolean;
     try {
-      written = journal.appendRanges(this.#fd, offsets, lengths, data ?? undefined);
+      journal.appendRanges(this.#fd, offsets, lengths);
     } finally {
       if (journal.records > before) {
         this.#journal = journal;
         this.#journalBytes += total;
       }
     }
-    if (!written && data !== null) writeData(this.path, data, offsets, lengths);
+    if (data !== null) writeData(this.path, data, offsets, lengths);
   }
 
   /** `TooLarge` when journaling `bytes` more would pass `maxJournalBytes`. */
