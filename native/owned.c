@@ -29,10 +29,16 @@
  * switches to small pages after a costly huge chunk (COSTLY_HUGE_CHUNK_NS, or small pages' own cost once measured)
  * and tries huge pages again now and then (EXPLORE_EVERY).
  *
- * Threads: as many as asked, at most one per usable CPU, claiming 2 MiB chunks one at a time (see owned_copy).
+ * Threads: as many as asked, at most one per usable CPU, claiming 2 MiB chunks one at a time; helpers read into a
+ * staging mapping and move their chunks into the copy, so that the caller can take back a chunk whose helper lost
+ * its CPU (see CHUNK_*). In a bench run on the loaded VM (24 copies of 32 MiB in fresh processes): 5.0-5.5 ms when
+ * both CPUs were had, 6.6-7.3 ms with one chunk taken back, 12-20 ms in the 11 copies that met costly huge pages.
+ * A copy whose helpers moved chunks in is made of several mappings (one per moved chunk, at most), all unmapped
+ * together.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sched.h>
@@ -109,18 +115,33 @@ static void advise(uint8_t *addr, size_t length, int pages) {
 #endif
 }
 
+/* Where a chunk is. The caller reads its chunks straight into the copy; a helper reads its chunk into its own slot of a
+ * staging mapping and moves the pages into the copy (mremap, one page-table entry for a huge page) only if the caller
+ * has not taken the chunk back meanwhile: a helper that loses its CPU in the middle of a chunk (another process's
+ * turn: chunks of 0.5 ms of CPU measured 4-28 ms of wall time so, in 8 of 22 copies under load) then delays the copy
+ * by RESCUE_AFTER_NS, not by the whole time it waits, and never writes into memory the caller already returned. */
+enum { CHUNK_FREE = 0, CHUNK_STAGING, CHUNK_MOVING, CHUNK_TAKEN_BACK, CHUNK_DONE };
+
+/* How long the caller, out of chunks, waits for helpers' chunks before reading the rest itself: about two chunks of
+ * huge pages (0.45-0.65 ms each). */
+#define RESCUE_AFTER_NS 1000000LL
+
 /* One copy, shared by its threads: each claims the next 2 MiB chunk, so a thread that the machine's other work keeps
- * off a CPU delays nothing (with a fixed piece per thread, the last one to be scheduled set the copy's time). The
- * caller waits for the chunks to be done, not for its helper threads: a helper that only gets a CPU after the last
- * chunk was claimed finds nothing to do and leaves. The struct is freed by whichever of them leaves last. */
+ * off a CPU holds up at most the chunk it is on (with a fixed piece per thread, the last one to be scheduled set the
+ * copy's time). The caller waits for the chunks to be done, not for its helper threads: a helper that only gets a CPU
+ * after the last chunk was claimed finds nothing to do and leaves. Whichever of them leaves last frees the struct,
+ * the staging mapping and the duplicated descriptor. */
 typedef struct {
-  int fd;
+  int fd;       /* a dup of the caller's: a helper that runs late never reads through a descriptor reused since */
   uint8_t *dst; /* 2 MiB aligned, mapped in whole 2 MiB chunks */
   size_t length;
   uint64_t position;
-  size_t count;      /* chunks */
-  int advised;       /* the page size the whole mapping was advised for */
-  int fixed;         /* nonzero: every chunk in `pages` */
+  size_t count;          /* chunks */
+  int advised;           /* the page size the copy and the staging mapping were advised for */
+  int fixed;             /* nonzero: every chunk in `pages` */
+  uint8_t *staging;      /* helpers' slots, chunk i at i * 2 MiB; NULL without helpers */
+  size_t staging_length;
+  atomic_int *state;     /* per chunk, CHUNK_* */
   atomic_size_t next;
   atomic_int pages;  /* the page size for the next chunk */
   atomic_int err;
@@ -172,44 +193,137 @@ static void judge(owned_copy *copy, int pages, long long spent) {
 
 static void owned_copy_release(owned_copy *copy) {
   if (atomic_fetch_sub(&copy->refs, 1) != 1) return;
+  if (copy->staging != NULL) munmap(copy->staging, copy->staging_length);
+  close(copy->fd);
   pthread_mutex_destroy(&copy->lock);
   pthread_cond_destroy(&copy->all_done);
+  free(copy->state);
   free(copy);
 }
 
-/* Claims and reads chunks until none is left. Every claimed chunk is counted as finished, read or not (after an
- * error the rest are skipped), so that the caller's wait for `count` finished chunks always ends. */
+static void set_error(owned_copy *copy, int err) {
+  int none = 0;
+  if (err != 0) atomic_compare_exchange_strong(&copy->err, &none, err);
+}
+
+static void chunk_done(owned_copy *copy, size_t chunk) {
+  atomic_store(&copy->state[chunk], CHUNK_DONE);
+  pthread_mutex_lock(&copy->lock);
+  if (++copy->finished == copy->count) pthread_cond_broadcast(&copy->all_done);
+  pthread_mutex_unlock(&copy->lock);
+}
+
+/* Reads chunk `chunk` into `to` (its place in the copy, or a staging slot) in the page size the copy is on, timing it
+ * for judge(); `*pages` gets that size. Returns 0 or an errno; nothing once the copy has failed. */
+static int read_chunk(owned_copy *copy, size_t chunk, uint8_t *to, int *pages) {
+  *pages = pages_for(copy);
+  if (atomic_load(&copy->err) != 0) return 0;
+  size_t at = chunk * HUGE_PAGE;
+  size_t n = copy->length - at < HUGE_PAGE ? copy->length - at : HUGE_PAGE;
+  /* The mappings were advised for `advised`; a chunk of the other size is advised before its first touch. */
+  if (*pages != copy->advised) advise(to, HUGE_PAGE, *pages);
+  long long start = cpu_ns();
+  int err = pread_full(copy->fd, to, n, copy->position + at);
+  if (err == 0 && n == HUGE_PAGE) judge(copy, *pages, cpu_ns() - start);
+  return err;
+}
+
+/* Chunk `chunk`, kept as read in `pages`, with `err`: counted, marked done. */
+static void chunk_kept(owned_copy *copy, size_t chunk, int pages, int err) {
+  set_error(copy, err);
+  atomic_fetch_add(&copy->chunks[pages], 1);
+  chunk_done(copy, chunk);
+}
+
+/* The caller's share: chunks claimed in turn, read in place. */
 static void owned_copy_work(owned_copy *copy) {
   for (;;) {
     size_t chunk = atomic_fetch_add(&copy->next, 1);
     if (chunk >= copy->count) return;
-    if (atomic_load(&copy->err) == 0) {
-      size_t at = chunk * HUGE_PAGE;
-      size_t n = copy->length - at < HUGE_PAGE ? copy->length - at : HUGE_PAGE;
-      int pages = pages_for(copy);
-      /* The mapping was advised for `advised`; a chunk of the other size is advised before its first touch. */
-      if (pages != copy->advised) advise(copy->dst + at, HUGE_PAGE, pages);
-      atomic_fetch_add(&copy->chunks[pages], 1);
-      long long start = cpu_ns();
-      int err = pread_full(copy->fd, copy->dst + at, n, copy->position + at);
-      if (err != 0) {
-        int none = 0;
-        atomic_compare_exchange_strong(&copy->err, &none, err);
-      } else if (n == HUGE_PAGE) {
-        judge(copy, pages, cpu_ns() - start);
-      }
-    }
-    pthread_mutex_lock(&copy->lock);
-    if (++copy->finished == copy->count) pthread_cond_broadcast(&copy->all_done);
-    pthread_mutex_unlock(&copy->lock);
+    int pages;
+    int err = read_chunk(copy, chunk, copy->dst + chunk * HUGE_PAGE, &pages);
+    chunk_kept(copy, chunk, pages, err);
   }
 }
 
+/* A helper's share: chunks claimed in turn, read into their staging slots and moved into the copy unless taken
+ * back. Every chunk is marked done exactly once: by the helper that moved it (or failed), else by the caller. */
 static void *owned_copy_helper(void *arg) {
   owned_copy *copy = arg;
-  owned_copy_work(copy);
+  for (;;) {
+    size_t chunk = atomic_fetch_add(&copy->next, 1);
+    if (chunk >= copy->count) break;
+    int expected = CHUNK_FREE;
+    if (!atomic_compare_exchange_strong(&copy->state[chunk], &expected, CHUNK_STAGING)) continue;
+    uint8_t *slot = copy->staging + chunk * HUGE_PAGE;
+    int pages;
+    int err = read_chunk(copy, chunk, slot, &pages);
+    expected = CHUNK_STAGING;
+    if (!atomic_compare_exchange_strong(&copy->state[chunk], &expected, CHUNK_MOVING)) continue;
+    if (err == 0 && atomic_load(&copy->err) == 0 &&
+        mremap(slot, HUGE_PAGE, HUGE_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, copy->dst + chunk * HUGE_PAGE) == MAP_FAILED)
+      err = errno;
+    chunk_kept(copy, chunk, pages, err);
+  }
   owned_copy_release(copy);
   return NULL;
+}
+
+/* The caller, out of chunks: waits up to RESCUE_AFTER_NS for the helpers' chunks, then reads in place every chunk a
+ * helper has not started moving, and waits for the moves under way (a few microseconds each). */
+static void owned_copy_finish(owned_copy *copy) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_nsec += RESCUE_AFTER_NS;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&copy->lock);
+  while (copy->finished < copy->count)
+    if (pthread_cond_timedwait(&copy->all_done, &copy->lock, &deadline) == ETIMEDOUT) break;
+  bool all = copy->finished == copy->count;
+  pthread_mutex_unlock(&copy->lock);
+  if (all) return;
+  for (size_t chunk = 0; chunk < copy->count; chunk++) {
+    int state = atomic_load(&copy->state[chunk]);
+    if ((state == CHUNK_FREE || state == CHUNK_STAGING) &&
+        atomic_compare_exchange_strong(&copy->state[chunk], &state, CHUNK_TAKEN_BACK)) {
+      int pages;
+      int err = read_chunk(copy, chunk, copy->dst + chunk * HUGE_PAGE, &pages);
+      chunk_kept(copy, chunk, pages, err);
+    }
+  }
+  pthread_mutex_lock(&copy->lock);
+  while (copy->finished < copy->count) pthread_cond_wait(&copy->all_done, &copy->lock);
+  pthread_mutex_unlock(&copy->lock);
+}
+
+/* A copy of `count` chunks from `fd` (duplicated), its fields past these zero; NULL with errno set on failure. */
+static owned_copy *owned_copy_new(int fd, size_t count) {
+  owned_copy *copy = calloc(1, sizeof *copy);
+  if (copy == NULL) return NULL;
+  copy->state = calloc(count, sizeof *copy->state);
+  pthread_condattr_t attr;
+  int err = copy->state == NULL ? ENOMEM : pthread_condattr_init(&attr);
+  if (err == 0) {
+    (void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    err = pthread_cond_init(&copy->all_done, &attr);
+    pthread_condattr_destroy(&attr);
+    if (err == 0 && (err = pthread_mutex_init(&copy->lock, NULL)) != 0) pthread_cond_destroy(&copy->all_done);
+    if (err == 0 && (copy->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+      err = errno;
+      pthread_cond_destroy(&copy->all_done);
+      pthread_mutex_destroy(&copy->lock);
+    }
+  }
+  if (err != 0) {
+    free(copy->state);
+    free(copy);
+    errno = err;
+    return NULL;
+  }
+  return copy;
 }
 
 /* Starts up to `helpers` detached threads on `copy`, on CPUs other than the caller's when there are any: a thread
@@ -291,27 +405,27 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
   }
   if (start == PAGES_SMALL) advise(addr, map_length, PAGES_SMALL);
 
-  owned_copy *copy = calloc(1, sizeof *copy);
-  if (copy == NULL || pthread_mutex_init(&copy->lock, NULL) != 0) {
-    free(copy);
+  /* No more threads than chunks, than requested, than CPUs this process may use: on 2 vCPUs a third or fourth
+   * thread only waits for a CPU (in one process, 32 MiB copies took 4.2 ms with 2 threads, 5.6 ms with 4). */
+  size_t count = ((size_t)length + HUGE_PAGE - 1) / HUGE_PAGE;
+  size_t n = threads == 0 ? 1 : (size_t)threads;
+  size_t cpus = usable_cpus();
+  if (n > cpus) n = cpus;
+  if (n > count) n = count;
+  if (n > MAX_THREADS) n = MAX_THREADS;
+  owned_copy *copy = owned_copy_new(fd, count);
+  if (copy == NULL) {
+    int err = errno;
     munmap(addr, map_length);
-    st_throw_errno(env, ENOMEM, "readOwned");
+    st_throw_errno(env, err, "readOwned");
     return NULL;
   }
-  if (pthread_cond_init(&copy->all_done, NULL) != 0) {
-    pthread_mutex_destroy(&copy->lock);
-    free(copy);
-    munmap(addr, map_length);
-    st_throw_errno(env, ENOMEM, "readOwned");
-    return NULL;
-  }
-  copy->fd = fd;
   copy->dst = addr;
   copy->length = (size_t)length;
   copy->position = position;
   copy->advised = start;
   copy->fixed = fixed;
-  copy->count = ((size_t)length + HUGE_PAGE - 1) / HUGE_PAGE;
+  copy->count = count;
   atomic_init(&copy->next, 0);
   atomic_init(&copy->pages, start);
   atomic_init(&copy->err, 0);
@@ -321,18 +435,15 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
     atomic_init(&copy->cost[i], 0);
     atomic_init(&copy->chunks[i], 0);
   }
-  /* No more threads than chunks, than requested, than CPUs this process may use: on 2 vCPUs a third or fourth
-   * thread only waits for a CPU (in one process, 32 MiB copies took 4.2 ms with 2 threads, 5.6 ms with 4). */
-  size_t n = threads == 0 ? 1 : (size_t)threads;
-  size_t cpus = usable_cpus();
-  if (n > cpus) n = cpus;
-  if (n > copy->count) n = copy->count;
-  if (n > MAX_THREADS) n = MAX_THREADS;
-  if (n > 1) owned_copy_start_helpers(copy, n - 1);
+  for (size_t i = 0; i < count; i++) atomic_init(&copy->state[i], CHUNK_FREE);
+  if (n > 1) {
+    /* Address space only: a slot's pages exist once its helper reads into it, and leave it when moved. */
+    copy->staging = st_huge_map(count * HUGE_PAGE, &copy->staging_length, start == PAGES_HUGE);
+    if (copy->staging != NULL && start == PAGES_SMALL) advise(copy->staging, copy->staging_length, PAGES_SMALL);
+    if (copy->staging != NULL) owned_copy_start_helpers(copy, n - 1);
+  }
   owned_copy_work(copy);
-  pthread_mutex_lock(&copy->lock);
-  while (copy->finished < copy->count) pthread_cond_wait(&copy->all_done, &copy->lock);
-  pthread_mutex_unlock(&copy->lock);
+  owned_copy_finish(copy);
 
   int err = atomic_load(&copy->err);
   if (chunks_out != NULL) {

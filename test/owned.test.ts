@@ -193,6 +193,19 @@ describe("the addon's readOwned", { skip: native?.readOwned ? false : "native ad
     }
   });
 
+  test("copies in a row with helper threads are whole (a helper's chunk may be taken back and read again)", () => {
+    const fd = fs.openSync(file, "r");
+    try {
+      for (let i = 0; i < 40; i++) {
+        const buffer = native!.readOwned!(fd, 3, bytes.length - 3, 2, 0);
+        assert.ok(Buffer.from(buffer).equals(bytes.subarray(3)), `copy ${i}`);
+        freeHuge(buffer);
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
   test("a file shorter than the read, a bad descriptor and bad arguments are errors, not crashes", () => {
     const fd = fs.openSync(file, "r");
     try {
