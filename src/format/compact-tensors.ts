@@ -111,8 +111,8 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
 
   /**
    * Tensor i's shape, frozen, made once; the previous shape made when the dims are the same (a model's layers repeat
-   * a few shapes, and a frozen array cannot be changed by any of the tensors sharing it): freezing a fresh array was
-   * ~1.5 k instructions of every first getTensor (callgrind).
+   * a few shapes, and a frozen array cannot be changed by any of the tensors sharing it): freezing a fresh array is
+   * a runtime call, made before V8 has optimized anything.
    */
   #shape(i: number): readonly number[] {
     let shape = this.#shapes[i];
@@ -133,8 +133,9 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
   /**
    * What reading tensor `name` takes, making no TensorInfo: its dtype, frozen shape, begin in the data region and
    * byte length, in an object every call reuses (read it before the next call); undefined when there is no such
-   * tensor. `getTensor` on a mapped file runs this before V8 has optimized anything: making the info (an object and
-   * an array literal) was a fifth of a first getTensor's instructions.
+   * tensor. `getTensor` runs this before V8 has optimized anything: with the info (an object and an array literal)
+   * made instead, 48 first getTensor calls on a mapped file took 0.95 M instructions, 0.88 M with this (callgrind,
+   * the benchmark's touch_all in a fresh process).
    */
   locate(name: string): { dtype: Dtype; shape: readonly number[]; begin: number; byteLength: number } | undefined {
     const i = this.#indexOf(name);

@@ -519,6 +519,8 @@ const DTYPE_INFOS = DTYPES.map((name) => dtypeInfo(name)!);
  * undefined where it does not take the header. The same Header as `headerFromScan` gives for the same bytes
  * (test/scanned.test.ts), with no JavaScript per tensor but a dtype lookup: headerFromScan's loop over the records
  * (names sliced from the decoded text, dtypes compared, sizes multiplied) runs before V8 has optimized anything.
+ * The first openFile of a fresh process on the benchmark's 48-tensor checkpoint: 0.70 M instructions with it, 0.61 M
+ * with this (callgrind).
  */
 function compactHeader(
   scan: NonNullable<NativeAddon["scanCompact"]>,
