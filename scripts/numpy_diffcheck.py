@@ -294,7 +294,7 @@ def edit_job(rng, directory, k, base):
             w[index] = values
         else:
             bad = rng.choice(["shape", "dtype", "big", "fortran", "rawlen"])
-            if n == 0 and bad == "big":  # numpy saves an empty big-endian array as little-endian
+            if n == 0 and bad in ("big", "fortran"):  # numpy saves an empty array little-endian, in C order
                 bad = "shape"
             values = random_values(rng, dtype, n).reshape(target_shape)
             if bad == "shape":
@@ -395,6 +395,12 @@ def make_bases(rng, directory):
         path = os.path.join(directory, f"base-{b}.safetensors")
         write_safetensors(path, tensors, {"format": "pt"} if b == 1 else None)
         bases.append(path)
+    # Rows of kilobytes: strided slices then write several ranges (gaps beyond the planner's 4 KiB bridging).
+    big = [("big.f32", "F32", (24, 1500)), ("big.f16", "F16", (4, 3, 20, 300)), ("big.bf16", "BF16", (3000, 8)),
+           ("big.u8", "U8", (20, 5000)), ("big.f64", "F64", (5, 3, 700)), ("big.f8", "F8_E4M3", (30, 4100))]
+    path = os.path.join(directory, "big.safetensors")
+    write_safetensors(path, [(n, d, shape, random_values(rng, d, int(np.prod(shape))).tobytes()) for n, d, shape in big])
+    bases.append(path)
     # A sharded checkpoint: 3 shards and their index.
     sharded = os.path.join(directory, "sharded")
     os.mkdir(sharded)
@@ -455,7 +461,7 @@ def make(directory, seed, count, corpus):
         base = bases[int(rng.integers(0, len(bases)))]
         job = mask_job(rng, directory, k, base) if rng.random() < 0.3 else edit_job(rng, directory, k, base)
         if job is not None:
-            wrong = wrong_base(rng, directory, k, base, bases) if job["expected"] != "error" else None
+            wrong = wrong_base(rng, directory, k, base, bases) if job["expected"] != "error" and rng.random() < 0.3 else None
             if wrong is not None:
                 job["wrong_base"] = wrong
             jobs.append(job)
