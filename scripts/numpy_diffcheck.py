@@ -239,7 +239,7 @@ def fill_value(rng, dtype):
             v = -v
     else:
         v = float(rng.standard_normal() * 10.0 ** int(rng.integers(-3, 4)))
-    text = repr(v)  # repr drops a NaN's sign: numpy is given float(text), as a caller passing the text gets
+    text = "-nan" if np.isnan(v) and np.signbit(v) else repr(v)  # repr drops a NaN's sign
     return text, float(text), False
 
 

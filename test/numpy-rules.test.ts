@@ -101,6 +101,11 @@ test("edit --fill reads what Python's float() and int() read, and checks it even
     assert.equal(bytes("u") + bytes("i"), `${"ff".repeat(8)}${"00".repeat(8)}${"00".repeat(8)}${"00".repeat(7)}80`);
     assert.equal((await edit("d", "--slice", ":", "--fill", "0.1")).code, 0);
     assert.equal(bytes("d"), "9a9999999999b93f");
+    // Python's float("-nan") has its sign bit set, and numpy writes it so.
+    assert.equal((await edit("f", "--slice", "1:3", "--fill", "-nan")).code, 0);
+    assert.equal(bytes("f"), "80ffc0ffc0ff807f");
+    assert.equal((await edit("d", "--slice", ":", "--fill", "-NaN")).code, 0);
+    assert.equal(bytes("d"), "000000000000f8ff");
     // numpy refuses `w[2:2] = 300` for uint8 too; a refused fill writes nothing.
     const before = fs.readFileSync(file);
     for (const [slice, value] of [
@@ -114,6 +119,24 @@ test("edit --fill reads what Python's float() and int() read, and checks it even
     }
     assert.equal((await edit("b", "--slice", ":", "--fill", "0x10")).code, 2); // Python's float() refuses it too
     assert.deepEqual(fs.readFileSync(file), before);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("diff's largest difference of complex values is numpy's abs(a - b) to the last bit", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "st-numpy-rules-"));
+  try {
+    const a = path.join(dir, "a.safetensors");
+    const b = path.join(dir, "b.safetensors");
+    saveFile(a, { c: new Tensor("C64", [1], new Uint8Array(8)) });
+    const value = new Float32Array([3465.380615234375, -2562.3251953125]);
+    saveFile(b, { c: new Tensor("C64", [1], new Uint8Array(value.buffer)) });
+    const out = await cli("diff", a, b, "--json");
+    assert.equal(out.code, 1);
+    const [tensor] = (JSON.parse(out.stdout) as { tensors: { max_abs_diff: number }[] }).tensors;
+    // numpy: larger · sqrt(fma(ratio, ratio, 1)); Math.hypot gives 4309.799672255708.
+    assert.equal(tensor!.max_abs_diff, 4309.799672255709);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

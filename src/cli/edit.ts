@@ -1,5 +1,6 @@
 /** `safetensors edit`: overwrite a slice of one tensor in place, journaled, with a proof of what changed. */
 import * as fs from "node:fs";
+import { negativeNanLikeNumpy } from "../codecs/numpy.js";
 import { isNpy, npyFits, parseNpy } from "../edit/npy.js";
 import { type EditValues, type LocalityProof, openForEdit, type VerifyLevel } from "../edit/region.js";
 import { SafetensorError } from "../format/errors.js";
@@ -49,10 +50,24 @@ function parseFill(text: string): number | bigint {
   if (DECIMAL.test(value)) return Number(value);
   const special = /^([+-]?)(inf|infinity|nan)$/i.exec(value);
   if (special) {
-    if (special[2]!.toLowerCase() === "nan") return Number.NaN;
+    if (special[2]!.toLowerCase() === "nan") return Number.NaN; // -nan: see fillInput
+
     return special[1] === "-" ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY;
   }
   throw new UsageError(`--fill takes a number (decimal, inf or nan), got ${JSON.stringify(text)}`);
+}
+
+/**
+ * What `--fill` writes: `{fill}`, or for `-nan` the slice's bytes of Python's `float("-nan")`, sign bit set, as numpy
+ * writes it (0xFE00 in F16; a number cannot carry a NaN's sign through V8).
+ */
+function fillInput(text: string, fill: number | bigint, info: TensorInfo, spec: string): EditValues {
+  if (/^\s*-nan\s*$/i.test(text)) {
+    const plan = planSlice(info.dtype, info.exactShape ?? info.shape, parseSliceSpec(spec));
+    const bytes = negativeNanLikeNumpy(info.dtype, plan.elementCount);
+    if (bytes) return bytes;
+  }
+  return { fill };
 }
 
 function describeProof(proof: LocalityProof | undefined): string[] {
@@ -118,7 +133,10 @@ before with only the slice replaced. full: the same over the whole file (reads i
     const fsync = !values["no-fsync"];
     using editor = openForEdit(target, { fsync });
     const info = editor.info(name);
-    const input = fill !== undefined ? { fill } : valuesFrom(values.from!, info, values.slice);
+    const input =
+      fill !== undefined
+        ? fillInput(values.fill!, fill, info, values.slice)
+        : valuesFrom(values.from!, info, values.slice);
     const result = editor.write(name, values.slice, input, { verify });
     editor.commit();
     const proof = result.proof;

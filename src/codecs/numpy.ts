@@ -89,6 +89,21 @@ export function encodeScalarLikeNumpy(dtype: Dtype, value: number, count = 1): U
   return encode(dtype, new Array<number>(count).fill(value), true);
 }
 
+/**
+ * `count` copies of Python's `float("-nan")` as numpy assigns it, for the dtypes whose NaN has a sign numpy keeps
+ * (F16, BF16, F32, F64, F8_E4M3, F8_E5M2); null for the others. A JS number cannot carry it: V8 may drop a NaN's sign
+ * bit whenever it stores the number (arrays of numbers always do).
+ */
+export function negativeNanLikeNumpy(dtype: Dtype, count: number): Uint8Array | null {
+  if (!SIGNED_NAN.has(dtype)) return null;
+  const out = encode(dtype, new Float32Array(count).fill(Number.NaN), true);
+  const width = out.length / count;
+  for (let i = width - 1; i < out.length; i += width) out[i]! |= 0x80;
+  return out;
+}
+
+const SIGNED_NAN: ReadonlySet<string> = new Set(["F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2"]);
+
 function encode(dtype: Dtype, values: Float32Array | readonly number[], scalar: boolean): Uint8Array {
   if (!canEncode(dtype)) {
     throw new SafetensorError("UnsupportedDtype", `cannot encode numbers as ${dtype}: only float dtypes`);

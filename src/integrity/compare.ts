@@ -58,6 +58,35 @@ function valuesOf(dtype: Dtype, bytes: Uint8Array, count: number): ArrayLike<num
   }
 }
 
+/** [hi, lo] with hi + lo = a · b exactly (Dekker's product: no FMA in JS). */
+function twoProduct(a: number, b: number): [number, number] {
+  const p = a * b;
+  const split = (x: number) => {
+    const c = 134217729 * x; // 2^27 + 1
+    const hi = c - (c - x);
+    return [hi, x - hi] as const;
+  };
+  const [ah, al] = split(a);
+  const [bh, bl] = split(b);
+  return [p, ah * bh - p + ah * bl + al * bh + al * bl];
+}
+
+/**
+ * |x + iy| as numpy's `abs` of a complex computes it (its SIMD loop): larger · √(fma(ratio, ratio, 1)) with ratio =
+ * smaller / larger. Neither libm's hypot nor V8's Math.hypot gives numpy's last bit every time (1 in 600 of random
+ * float32 differences differed), this does on 200,000 of them. The fused multiply-add is emulated: the exact square
+ * (Dekker), added to 1 with its rounding error.
+ */
+function hypot(x: number, y: number): number {
+  if (!Number.isFinite(x) || !Number.isFinite(y)) return Math.hypot(x, y);
+  const larger = Math.max(Math.abs(x), Math.abs(y));
+  if (larger === 0) return 0;
+  const ratio = Math.min(Math.abs(x), Math.abs(y)) / larger;
+  const [square, error] = twoProduct(ratio, ratio);
+  const sum = 1 + square; // square ≤ 1: the error of this sum is exact
+  return Math.sqrt(sum + (1 - sum + square + error)) * larger;
+}
+
 /** Element-wise bit equality of two chunks; `differs(i)` for each differing element index. */
 function forEachDiffering(dtype: Dtype, a: Uint8Array, b: Uint8Array, count: number, differs: (i: number) => void) {
   const bits = dtypeOf(dtype).bits;
@@ -130,9 +159,7 @@ export function compareTensors(a: StoredTensor, b: StoredTensor): TensorChange |
     forEachDiffering(dtype, xa, yb, count, (i) => {
       elements++;
       rows.add(Math.floor((first + i) / rowElements));
-      const d = complex
-        ? Math.hypot(va[2 * i]! - vb[2 * i]!, va[2 * i + 1]! - vb[2 * i + 1]!)
-        : Math.abs(va[i]! - vb[i]!);
+      const d = complex ? hypot(va[2 * i]! - vb[2 * i]!, va[2 * i + 1]! - vb[2 * i + 1]!) : Math.abs(va[i]! - vb[i]!);
       if (Number.isNaN(d)) nanElements++;
       else if (d > maxAbsDiff) maxAbsDiff = d;
     });
