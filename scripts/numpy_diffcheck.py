@@ -31,7 +31,25 @@ NP = {
 FLOATS = ["F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0"]
 INTS = ["I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"]
 NARROW = ["F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0"]  # take float32 arrays
+# Packed in safetensors (F4: 2 per byte, low nibble first; F6: a little-endian bit stream, 4 in 3 bytes), one byte per
+# element in ml_dtypes: unpacked to edit, packed back.
+PACKED = {"F4": (md.float4_e2m1fn, 4), "F6_E2M3": (md.float6_e2m3fn, 6), "F6_E3M2": (md.float6_e3m2fn, 6)}
 MASKABLE = [d for d in NP if d != "F8_E8M0"]
+ALL = list(NP) + list(PACKED)
+
+
+def unpack(data, dtype, n):
+    bits = PACKED[dtype][1]
+    stream = np.unpackbits(np.frombuffer(bytes(data), dtype=np.uint8), bitorder="little")[: n * bits]
+    codes = (stream.reshape(n, bits) * (1 << np.arange(bits))).sum(axis=1).astype(np.uint8) if n else np.zeros(0, np.uint8)
+    return codes.view(PACKED[dtype][0])
+
+
+def pack(values, dtype):
+    bits = PACKED[dtype][1]
+    codes = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+    stream = ((codes[:, None] >> np.arange(bits)) & 1).astype(np.uint8).reshape(-1)
+    return np.packbits(stream, bitorder="little").tobytes()
 
 
 def write_safetensors(path, tensors, metadata=None):
@@ -63,6 +81,7 @@ class Checkpoint:
         self.path = path
         self.files = {}  # file name -> bytearray
         self.tensors = {}  # tensor name -> (file name, data start, header entry)
+        self.unpacked = {}  # tensor name -> unpacked array (packed dtypes)
         names = sorted(f for f in os.listdir(path) if f.endswith(".safetensors")) if os.path.isdir(path) else [None]
         for name in names:
             buf = bytearray(open(path if name is None else os.path.join(path, name), "rb").read())
@@ -72,10 +91,24 @@ class Checkpoint:
                 self.tensors[tensor] = (name, start, info)
 
     def view(self, tensor):
+        """The tensor as an array over the file's bytes (a packed dtype's: an unpacked copy, packed back by flush)."""
         name, start, info = self.tensors[tensor]
-        return view(self.files[name], start, info)
+        if info["dtype"] not in PACKED:
+            return view(self.files[name], start, info)
+        if tensor not in self.unpacked:
+            b, e = info["data_offsets"]
+            n = int(np.prod(info["shape"]))
+            self.unpacked[tensor] = unpack(self.files[name][start + b:start + e], info["dtype"], n).reshape(info["shape"])
+        return self.unpacked[tensor]
+
+    def flush(self):
+        for tensor, values in self.unpacked.items():
+            name, start, info = self.tensors[tensor]
+            b, e = info["data_offsets"]
+            self.files[name][start + b:start + e] = pack(values, info["dtype"])
 
     def save(self, out):
+        self.flush()
         if os.path.isdir(self.path):
             shutil.copytree(self.path, out, copy_function=shutil.copyfile)
             for name, buf in self.files.items():
@@ -141,6 +174,8 @@ def special_floats(rng, n):
 
 def random_values(rng, dtype, n):
     """n values of dtype as an array (arbitrary bit patterns for the narrow floats and integers)."""
+    if dtype in PACKED:
+        return rng.integers(0, 1 << PACKED[dtype][1], size=n, dtype=np.uint8).view(PACKED[dtype][0])
     t = np.dtype(NP[dtype])
     if dtype in INTS or (dtype in NARROW and rng.random() < 0.5):
         return np.frombuffer(rng.integers(0, 256, size=n * t.itemsize, dtype=np.uint8).tobytes(), dtype=t).copy()
@@ -250,7 +285,7 @@ def edit_job(rng, directory, k, base):
     name = str(rng.choice(sorted(ckpt.tensors)))
     info = ckpt.tensors[name][2]
     dtype = info["dtype"]
-    if dtype not in NP:
+    if dtype not in NP and dtype not in PACKED:
         return None
     shape = tuple(info["shape"])
     spec, index = random_index(rng, shape)
@@ -260,6 +295,8 @@ def edit_job(rng, directory, k, base):
     except IndexError:
         return None
     job = {"id": f"job{k}", "kind": "edit", "file": base, "tensor": name, "slice": spec}
+    if dtype in PACKED:  # runs that do not start and end on a byte are refused (MisalignedSlice): that is allowed
+        job["packed"] = True
     r = rng.random()
     refuse = False
     if r < 0.45:
@@ -272,7 +309,7 @@ def edit_job(rng, directory, k, base):
         n = int(np.prod(target_shape))
         npy = os.path.join(directory, f"v{k}.npy")
         choice = rng.random()
-        if dtype in FLOATS and choice < 0.5:
+        if dtype in FLOATS + list(PACKED) and (choice < 0.5 or dtype in PACKED):
             wide = rng.random() < 0.4  # float64, numpy's default (np.save of what numpy computed)
             with np.errstate(all="ignore"):
                 values = special_floats(rng, n).astype(np.float64 if wide else np.float32).reshape(target_shape)
@@ -362,7 +399,7 @@ def mask_job(rng, directory, k, base):
         if rng.random() < 0.05:  # a mask that does not fit: refused before anything is written
             refuse = True
             if rng.random() < 0.5:
-                mask_dtype, g = "U8", np.zeros(g.size + 1, dtype=np.uint8)
+                mask_dtype, g = "U8", np.zeros(n + (n + 7) // 8 + 2, dtype=np.uint8)  # no layout has this length
             else:
                 name = name + ".missing"
         tensors.append((name, mask_dtype, g.shape, np.ascontiguousarray(g).tobytes()))
@@ -385,12 +422,14 @@ def make_bases(rng, directory):
     bases = []
     for b in range(3):
         tensors = []
-        for d in NP:
+        for d in ALL:
             for j in range(2 if b else 1):
                 shape = random_shape(rng)
+                while d in PACKED and int(np.prod(shape)) * PACKED[d][1] % 8:  # whole bytes, as the format requires
+                    shape = random_shape(rng)
                 n = int(np.prod(shape))
                 values = random_values(rng, d, n)
-                tensors.append((f"t.{d.lower()}.{j}", d, shape, values.tobytes()))
+                tensors.append((f"t.{d.lower()}.{j}", d, shape, pack(values, d) if d in PACKED else values.tobytes()))
         rng.shuffle(tensors)
         path = os.path.join(directory, f"base-{b}.safetensors")
         write_safetensors(path, tensors, {"format": "pt"} if b == 1 else None)

@@ -53,6 +53,11 @@ test("a number is converted from the double as numpy converts a Python float", (
   assert.equal(hex(encodeScalarLikeNumpy("F8_E8M0", 5e-324)), "00");
   assert.equal(hex(encodeLikeNumpy("F8_E8M0", [5e-324])), "ff");
   assert.equal(hex(encodeScalarLikeNumpy("F16", 1e300, 2)), "007c007c");
+  // A float64 array's NaN keeps its sign (read from its bits: V8 may drop it from a number).
+  const negativeNan = new Float64Array(new Uint32Array([0, 0xfff80000, 0, 0x7ff80000]).buffer);
+  assert.equal(hex(encodeLikeNumpy("F32", negativeNan)), "0000c0ff0000c07f");
+  assert.equal(hex(encodeLikeNumpy("BF16", negativeNan)), "c0ffc07f");
+  assert.equal(hex(encodeLikeNumpy("F8_E5M2", negativeNan)), "fe7e");
 });
 
 test("masks multiply as numpy does: kept NaNs come out of the product as its arithmetic makes them", () => {

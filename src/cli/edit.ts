@@ -24,8 +24,7 @@ function valuesFrom(file: string, info: TensorInfo, spec: string): EditValues {
   try {
     const fits = npyFits(array, info.dtype, plan.shape);
     if (fits === "raw") return array.data;
-    // Numbers are encoded as float64 values (an array numpy casts), a Float32Array as float32 ones.
-    if (fits === "f64") return Array.from(new Float64Array(array.data.slice().buffer));
+    if (fits === "f64") return new Float64Array(array.data.slice().buffer);
     return new Float32Array(array.data.slice().buffer);
   } catch (error) {
     if (error instanceof SafetensorError) {

@@ -19,7 +19,8 @@
  * the fill of an edit) is rounded once from the double, a float64 array (`w[i] = np.array([...])`:
  * `encodeLikeNumpy` of numbers) through float32 first. "Rounded once" goes through float32 rounded to odd, which
  * then rounds to the target exactly as the double would (float32 has more than two bits beyond every target's
- * precision). A `Float32Array` is taken as float32 values. Pure (no `node:` imports).
+ * precision). A `Float32Array` is taken as float32 values, a `Float64Array` as float64 ones with their NaNs' signs.
+ * Pure (no `node:` imports).
  */
 
 import type { Dtype } from "../format/dtypes.js";
@@ -80,7 +81,7 @@ const PATCHED: ReadonlySet<string> = new Set(["F16", "BF16", "F8_E4M3", "F8_E5M2
  * `values` encoded in `dtype` as numpy assigns an array of them (see the module comment): a `Float32Array` as
  * float32 values, numbers as float64. `UnsupportedDtype` for a dtype that is not a float.
  */
-export function encodeLikeNumpy(dtype: Dtype, values: Float32Array | readonly number[]): Uint8Array {
+export function encodeLikeNumpy(dtype: Dtype, values: Float32Array | Float64Array | readonly number[]): Uint8Array {
   return encode(dtype, values, false);
 }
 
@@ -104,13 +105,22 @@ export function negativeNanLikeNumpy(dtype: Dtype, count: number): Uint8Array | 
 
 const SIGNED_NAN: ReadonlySet<string> = new Set(["F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2"]);
 
-function encode(dtype: Dtype, values: Float32Array | readonly number[], scalar: boolean): Uint8Array {
+/**
+ * float32 bits of the NaN whose float64 bits are `hi`:`lo`, as x86's cvtsd2ss makes it (numpy's float64 → float32
+ * cast; ml_dtypes goes through it too): sign and top payload bits kept, quieted.
+ */
+function nanBitsOf(hi: number, lo: number): number {
+  return ((hi & 0x80000000) | 0x7fc00000 | ((hi & 0xfffff) << 3) | (lo >>> 29)) >>> 0;
+}
+
+function encode(dtype: Dtype, values: Float32Array | Float64Array | readonly number[], scalar: boolean): Uint8Array {
   if (!canEncode(dtype)) {
     throw new SafetensorError("UnsupportedDtype", `cannot encode numbers as ${dtype}: only float dtypes`);
   }
   const encodable: EncodableDtype = dtype;
   if (!(values instanceof Float32Array)) {
     if (encodable === "F64") {
+      if (values instanceof Float64Array) return new Uint8Array(values.slice().buffer);
       const out = new Uint8Array(values.length * 8);
       const view = new DataView(out.buffer);
       for (let i = 0; i < values.length; i++) view.setFloat64(i * 8, values[i]!, true);
@@ -119,6 +129,16 @@ function encode(dtype: Dtype, values: Float32Array | readonly number[], scalar: 
     const bits = new Uint32Array(values.length);
     const direct = encodable === "F32" || encodable === "BF16" || (!scalar && encodable !== "F16");
     for (let i = 0; i < values.length; i++) bits[i] = direct ? f32ToBits(values[i]!) : roundToOddBits(values[i]!);
+    if (values instanceof Float64Array) {
+      // A NaN read out of the array as a number may lose its sign and payload (V8): taken from its bits.
+      const words = new Uint32Array(values.buffer, values.byteOffset, values.length * 2);
+      for (let i = 0; i < values.length; i++) {
+        const hi = words[2 * i + 1]!;
+        if ((hi & 0x7ff00000) === 0x7ff00000 && ((hi & 0xfffff) !== 0 || words[2 * i] !== 0)) {
+          bits[i] = nanBitsOf(hi, words[2 * i]!);
+        }
+      }
+    }
     return encode(dtype, new Float32Array(bits.buffer), scalar);
   }
   const out = fromFloat32(encodable, values);

@@ -75,7 +75,12 @@ export interface LocalityProof {
 }
 
 /** What `write` accepts: values in the slice's row-major order, one value for every element, or raw bytes. */
-export type EditValues = readonly number[] | Float32Array | Uint8Array | { readonly fill: number | bigint };
+export type EditValues =
+  | readonly number[]
+  | Float32Array
+  | Float64Array
+  | Uint8Array
+  | { readonly fill: number | bigint };
 
 export interface EditResult {
   /** The file written (a shard's path for a sharded checkpoint). */
@@ -105,7 +110,7 @@ function encodeValues(info: TensorInfo, elements: number, byteLength: number, va
     }
     return values;
   }
-  if (!(values instanceof Float32Array) && !Array.isArray(values)) {
+  if (isFillOf(values)) {
     return filledBytes(info.dtype, (values as { fill: number }).fill, byteLength, info.name);
   }
   if (!canEncode(info.dtype)) {
@@ -115,7 +120,7 @@ function encodeValues(info: TensorInfo, elements: number, byteLength: number, va
       { tensor: info.name },
     );
   }
-  const list = values as readonly number[] | Float32Array;
+  const list = values as readonly number[] | Float32Array | Float64Array;
   if (list.length !== elements) {
     throw new SafetensorError("InvalidTensor", `the slice has ${elements} elements, ${list.length} values were given`, {
       tensor: info.name,
@@ -135,9 +140,14 @@ function emptyWrite(info: TensorInfo, values: EditValues, result: EditResult): E
   return result;
 }
 
-/** Whether `values` is a `{fill}` (anything but numbers, a Float32Array or raw bytes). */
+/** Whether `values` is a `{fill}` (anything but numbers, a Float32Array / Float64Array or raw bytes). */
 function isFillOf(values: EditValues): values is { readonly fill: number } {
-  return !(values instanceof Uint8Array || values instanceof Float32Array || Array.isArray(values));
+  return !(
+    values instanceof Uint8Array ||
+    values instanceof Float32Array ||
+    values instanceof Float64Array ||
+    Array.isArray(values)
+  );
 }
 
 /** Index of the range holding `offset` (ranges sorted and disjoint; the last hit is tried first). */
