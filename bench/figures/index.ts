@@ -21,6 +21,14 @@ import tensorView32Mib from "./tensor-view-32mib.js";
 import touchAll from "./touch-all.js";
 import type { Figure } from "./types.js";
 
+/**
+ * In run order: the figures that read the checkpoint first, those that write gigabytes last. Writing and deleting
+ * 2.4 GiB (save_all, save_views, convert_pickle, cli_shard, cli_merge) frees that much page cache, which this VM's
+ * balloon hands back to the host; for over a minute afterwards every fresh 2 MiB block is faulted in again by the host
+ * (4-6.5 ms of CPU a huge page instead of 0.2 ms), and a figure that takes fresh memory measures that state instead of
+ * its own operation: tensor_owned_32mib went from 2.2x to 1.0-1.2x right after such a write (both sides interleaved,
+ * figures in bench/figures/tensor-owned-32mib.ts).
+ */
 export const FIGURES: readonly Figure[] = [
   importTime,
   open,
@@ -28,18 +36,18 @@ export const FIGURES: readonly Figure[] = [
   loadViews,
   touchAll,
   loadAll,
-  saveAll,
-  saveViews,
   tensorView32Mib,
   tensorOwned32Mib,
   slice8Rows,
   slice8RowsInProcess,
   cliInspect,
   cliHash,
+  edit128Rows,
+  saveAll,
+  saveViews,
   convertPickle,
   cliShard,
   cliMerge,
-  edit128Rows,
 ];
 
 export function figureNamed(name: string): Figure | undefined {
