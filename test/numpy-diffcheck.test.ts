@@ -1,10 +1,16 @@
 /**
- * Differential check against numpy (+ ml_dtypes): random edits (`--fill`, `--from` .npy / raw), masks (BOOL,
- * numeric, packed flat and per-row, both bit orders, mode multiply and zero) over tensors of every dtype numpy can
- * express, 0-d / 1-d / 4-d / empty, and over copies of real corpus files, each compared byte for byte with what
- * numpy gives for the same operation (scripts/numpy_diffcheck.py), and refusals checked to leave the file as it was.
- * Seeded; `SAFETENSORS_DIFFCHECK_CASES=5000 SAFETENSORS_DIFFCHECK_SEED=7` runs more. Needs the reference venv
- * (numpy, ml_dtypes); skipped with the reason when it is absent.
+ * Differential check against numpy (+ ml_dtypes): random edits (`--fill`, `--from` .npy of the tensor's type,
+ * float32 or float64, raw bytes), masks (BOOL, numeric, packed flat and per-row, both bit orders, mode multiply and
+ * zero, a subset of the tensors) over tensors of every dtype numpy can express (F4 / F6 unpacked and packed back),
+ * 0-d / 1-d / 4-d / empty, rows of kilobytes, a sharded checkpoint, and copies of real corpus files (the sharded set
+ * too), each compared byte for byte with what numpy gives for the same operation (scripts/numpy_diffcheck.py);
+ * refusals (values numpy would truncate or cast, masks that do not fit) must leave the files as they were. For
+ * every success, `diff BASE NEW --json` must report numpy's counts (elements, max |a - b|, NaN pairs, row ranges),
+ * `patch create` + `patch apply` must rebuild NEW byte for byte, and applying the patch to another base must be
+ * PatchBaseMismatch with nothing written. Every write path is taken (--verify none / tensor / full, the library's
+ * applyMask in 64-byte chunks, checkpoints named by their index). Seeded; `SAFETENSORS_DIFFCHECK_CASES=5000
+ * SAFETENSORS_DIFFCHECK_SEED=7` runs more. Needs the reference venv (numpy, ml_dtypes); skipped with the reason
+ * when it is absent.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
