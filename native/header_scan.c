@@ -457,7 +457,7 @@ static int dtype_index(const dtype_table *table, const uint8_t *s, size_t n) {
 /* 0: `capacity` numbers at `out` hold the output and *written says how many; -2: *written is how many it needs;
  * -1: not a header of the checked form (the caller reads it the ordinary way). */
 int st_scan_checked(const uint8_t *bytes, size_t length, double file_length, const dtype_table *dtypes, double *out,
-                    size_t capacity, size_t *written, int compact) {
+                    size_t capacity, size_t *written) {
   /* Records and distinct shapes in buffers on the stack when they fit (a 48-tensor header needs ~500 numbers), else
    * on the heap: the first malloc of ~40 KB in a process after a GC cost ~50 k instructions (malloc_consolidate). */
   double small_records[2048];
@@ -475,13 +475,13 @@ int st_scan_checked(const uint8_t *bytes, size_t length, double file_length, con
     rec = (output){records, 0, need_records, 0};
     if (scan(bytes, length, &rec) != 0 || rec.overflow) goto done;
   }
-  /* At most one distinct shape (or start) per tensor, and every tensor record holds at least 8 numbers. */
+  /* At most one distinct shape per tensor, and every tensor record holds at least 8 numbers. */
   if (rec.length / 8 + 1 > sizeof small_distinct / sizeof *small_distinct) {
     distinct = malloc((rec.length / 8 + 1) * sizeof *distinct);
     if (distinct == NULL) goto done;
   }
 
-  size_t tensors = 0, shapes = 0, need = 2, area = 0;
+  size_t tensors = 0, shapes = 0, need = 2;
   size_t metadata_keys[MAX_METADATA_CHECKED];
   size_t metadata_count = 0;
   int metadata = 0;
@@ -520,21 +520,6 @@ int st_scan_checked(const uint8_t *bytes, size_t length, double file_length, con
     double begin = records[at++], end = records[at++];
     if (begin != position || fmod(bits, 8) != 0 || end - begin != bits / 8) goto done;
     position = end;
-    if (compact) {
-      /* dtype, nameStart, nameEnd, ndim, dims..., begin, end; `distinct` keeps where each ndim is. */
-      size_t p = 4 + area;
-      if (p + 6 + ndim <= capacity) {
-        out[p] = (double)dtype;
-        out[p + 1] = name_start;
-        out[p + 2] = name_end;
-        memcpy(out + p + 3, records + shape_record, (1 + ndim) * sizeof *out);
-        out[p + 4 + ndim] = begin;
-        out[p + 5 + ndim] = end;
-      }
-      distinct[tensors++] = area + 3;
-      area += 6 + ndim;
-      continue;
-    }
     size_t shape = shapes;
     for (size_t s = 0; s < shapes && s < MAX_SHAPES_COMPARED; s++) {
       size_t other = distinct[s];
@@ -563,21 +548,9 @@ int st_scan_checked(const uint8_t *bytes, size_t length, double file_length, con
     need += 6;
   }
   if (position + 8 + (double)length != file_length) goto done;
-  if (compact) need = 4 + area + tensors + 4 * metadata_count;
   *written = need;
   if (need > capacity) {
     result = -2;
-    goto done;
-  }
-  if (compact) {
-    out[0] = (double)tensors;
-    out[1] = metadata;
-    out[2] = (double)metadata_count;
-    out[3] = (double)area;
-    for (size_t i = 0; i < tensors; i++) out[4 + area + i] = (double)distinct[i];
-    double *entries = out + 4 + area + tensors;
-    for (size_t i = 0; i < metadata_count; i++) memcpy(entries + 4 * i, records + metadata_keys[i], 4 * sizeof *out);
-    result = 0;
     goto done;
   }
   out[0] = (double)tensors;
@@ -613,57 +586,8 @@ napi_value st_js_scan_checked(napi_env env, napi_callback_info info) {
       typed_array(env, argv[4], napi_float64_array, &bits, &nbits) == 0 &&
       st_dtype_table_parse(&table, names, names_length, bits, nbits) == 0) {
     size_t written = 0;
-    int got = st_scan_checked(bytes, length, file_length, &table, items, capacity, &written, 0);
+    int got = st_scan_checked(bytes, length, file_length, &table, items, capacity, &written);
     answer = got == 0 ? (double)written : got;
-  }
-  napi_create_double(env, answer, &result);
-  return result;
-}
-
-/* scanCompact(bytes: Uint8Array, fileLength, out: Float64Array, names: string[], metadata: string[], dtypeNames: string,
- *             dtypeBits: Float64Array) -> numbers written to `out`, -1 or -2, as scanChecked; the layout opening a file
- * keeps (src/format/compact-tensors.ts): out[0..4) = T, whether "__metadata__" is an object, M, L; then L numbers
- * of records, per tensor dtype index, nameStart, nameEnd, ndim, dims..., begin, end; then T starts (where each
- * ndim is in the records); then M × (keyStart, keyEnd, valueStart, valueEnd). `names` gets the T tensor names,
- * `metadata` the M keys and values, key then value (strings of the checked form are ASCII). */
-napi_value st_js_scan_compact(napi_env env, napi_callback_info info) {
-  size_t argc = 7;
-  napi_value argv[7], result = NULL;
-  void *bytes = NULL, *items = NULL, *bits = NULL;
-  size_t length = 0, capacity = 0, nbits = 0, names_length = 0;
-  double file_length = 0, answer = -1;
-  char names[1024];
-  dtype_table table;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc >= 7 &&
-      typed_array(env, argv[0], napi_uint8_array, &bytes, &length) == 0 &&
-      napi_get_value_double(env, argv[1], &file_length) == napi_ok &&
-      typed_array(env, argv[2], napi_float64_array, &items, &capacity) == 0 &&
-      napi_get_value_string_utf8(env, argv[5], names, sizeof names, &names_length) == napi_ok &&
-      typed_array(env, argv[6], napi_float64_array, &bits, &nbits) == 0 &&
-      st_dtype_table_parse(&table, names, names_length, bits, nbits) == 0) {
-    size_t written = 0;
-    const double *out = items;
-    int got = st_scan_checked(bytes, length, file_length, &table, items, capacity, &written, 1);
-    answer = got == 0 ? (double)written : got;
-    if (got == 0) {
-      size_t tensors = (size_t)out[0], metadata = (size_t)out[2], area = (size_t)out[3];
-      const char *text = bytes;
-      for (size_t i = 0; i < tensors && answer >= 0; i++) {
-        const double *t = out + 4 + (size_t)out[4 + area + i] - 3;
-        napi_value name;
-        if (napi_create_string_latin1(env, text + (size_t)t[1], (size_t)(t[2] - t[1]), &name) != napi_ok ||
-            napi_set_element(env, argv[3], (uint32_t)i, name) != napi_ok)
-          answer = -1;
-      }
-      const double *entries = out + 4 + area + tensors;
-      for (size_t i = 0; i < 2 * metadata && answer >= 0; i++) {
-        napi_value value;
-        const double *span = entries + 2 * i;
-        if (napi_create_string_latin1(env, text + (size_t)span[0], (size_t)(span[1] - span[0]), &value) != napi_ok ||
-            napi_set_element(env, argv[4], (uint32_t)i, value) != napi_ok)
-          answer = -1;
-      }
-    }
   }
   napi_create_double(env, answer, &result);
   return result;

@@ -17,6 +17,6 @@ typedef struct {
 
 int st_dtype_table_parse(dtype_table *table, const char *names, size_t length, const double *bits, size_t nbits);
 int st_scan_checked(const uint8_t *bytes, size_t length, double file_length, const dtype_table *dtypes, double *out,
-                    size_t capacity, size_t *written, int compact);
+                    size_t capacity, size_t *written);
 
 #endif

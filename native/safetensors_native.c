@@ -52,7 +52,6 @@ napi_value st_js_scan_header(napi_env env, napi_callback_info info);
 napi_value st_js_scan_run(napi_env env, napi_callback_info info);
 napi_value st_js_find_syntax_error(napi_env env, napi_callback_info info);
 napi_value st_js_scan_checked(napi_env env, napi_callback_info info);
-napi_value st_js_scan_compact(napi_env env, napi_callback_info info);
 /* owned.c */
 napi_value st_js_read_owned(napi_env env, napi_callback_info info);
 napi_value st_js_owned_pages(napi_env env, napi_callback_info info);
@@ -741,7 +740,7 @@ static napi_value js_load_views(napi_env env, napi_callback_info info) {
     bytes = header;
   }
   size_t written = 0;
-  int checked = st_scan_checked(bytes, (size_t)n, (double)size, &dtypes, out + 3, capacity - 3, &written, 0);
+  int checked = st_scan_checked(bytes, (size_t)n, (double)size, &dtypes, out + 3, capacity - 3, &written);
   if (checked == -2) {
     out[0] = (double)(written + 3);
     napi_create_int32(env, -2, &result);
@@ -1227,7 +1226,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scanHeader", NULL, st_js_scan_header, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scanChecked", NULL, st_js_scan_checked, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"scanCompact", NULL, st_js_scan_compact, NULL, NULL, NULL, napi_enumerable, NULL},
       {"loadViews", NULL, js_load_views, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scanRun", NULL, st_js_scan_run, NULL, NULL, NULL, napi_enumerable, NULL},
       {"findSyntaxError", NULL, st_js_find_syntax_error, NULL, NULL, NULL, napi_enumerable, NULL},

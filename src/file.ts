@@ -6,6 +6,7 @@
 import { CompactTensors } from "./format/compact-tensors.js";
 import { isSafetensorError, SafetensorError } from "./format/errors.js";
 import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
+import { headerFromScan } from "./format/scanned.js";
 import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES } from "./format/sniff.js";
 import { HeaderView } from "./header-view.js";
 import type { SyncByteSource } from "./io/source.js";
@@ -66,7 +67,10 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
         options,
       );
       const bytes = source.read(8, n);
-      const header = source.scanHeader?.(bytes, source.byteLength) ?? parseHeader(bytes, source.byteLength, options);
+      const records = source.scanHeader?.(bytes);
+      const header =
+        (records && headerFromScan(records, bytes, source.byteLength)) ??
+        parseHeader(bytes, source.byteLength, options);
       return new SafetensorsFile(source, header);
     } catch (error) {
       const named = nameOtherFormat(source, error);

@@ -23,11 +23,8 @@ import { closeSync, fstatSync, openSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { markAsUntransferable } from "node:worker_threads";
 import type { Accelerators } from "../format/accelerators.js";
-import { CompactTensors } from "../format/compact-tensors.js";
-import { DTYPES, type DtypeInfo, dtypeInfo } from "../format/dtypes.js";
+import { DTYPES, dtypeInfo } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
-import type { Header } from "../format/header.js";
-import { headerFromScan } from "../format/scanned.js";
 import { type AddonOrigin, addonCandidates, loadFirst } from "./native-load.js";
 
 /** `madvise` advice names accepted by {@link Mapping.advise}. */
@@ -104,16 +101,6 @@ export interface NativeAddon {
     bytes: Uint8Array,
     fileLength: number,
     out: Float64Array,
-    dtypeNames: string,
-    dtypeBits: Float64Array,
-  ): number;
-  /** native/header_scan.c: the checked scan in the layout CompactTensors keeps, names and metadata made (see there). */
-  scanCompact?(
-    bytes: Uint8Array,
-    fileLength: number,
-    out: Float64Array,
-    names: string[],
-    metadata: string[],
     dtypeNames: string,
     dtypeBits: Float64Array,
   ): number;
@@ -492,10 +479,10 @@ export const NATIVE_SCAN_MAX_HEADER_BYTES = 1 << 20;
 let scanRecords = new Float64Array(4096);
 
 /**
- * The addon's record scanner (see `headerFromScan`), when the addon has one: the records it wrote, valid until the
+ * The addon's header scanner (see `headerFromScan`), when the addon has one: the records it wrote, valid until the
  * next scan, or null when the header is not of the simple form it reads.
  */
-export function nativeRecordScanner(): ((headerBytes: Uint8Array) => Float64Array | null) | undefined {
+export function nativeHeaderScanner(): ((headerBytes: Uint8Array) => Float64Array | null) | undefined {
   const scan = loadNative()?.scanHeader;
   if (typeof scan !== "function") return undefined;
   return (headerBytes) => {
@@ -507,68 +494,6 @@ export function nativeRecordScanner(): ((headerBytes: Uint8Array) => Float64Arra
       count = scan(headerBytes, scanRecords);
     }
     return count >= 0 ? scanRecords.subarray(0, count) : null;
-  };
-}
-
-/** Reused by every compact scan (grown when a header needs more). */
-let compactNumbers = new Float64Array(4096);
-const DTYPE_INFOS = DTYPES.map((name) => dtypeInfo(name)!);
-
-/**
- * The header `scanCompact` reads (its checks made in C, the tensors kept as its numbers, the names made by it), or
- * undefined where it does not take the header. The same Header as `headerFromScan` gives for the same bytes
- * (test/scanned.test.ts), with no JavaScript per tensor but a dtype lookup: headerFromScan's loop over the records
- * (names sliced from the decoded text, dtypes compared, sizes multiplied) runs before V8 has optimized anything.
- * The first openFile of a fresh process on the benchmark's 48-tensor checkpoint: 0.70 M instructions with it, 0.61 M
- * with this (callgrind).
- */
-function compactHeader(
-  scan: NonNullable<NativeAddon["scanCompact"]>,
-  bytes: Uint8Array,
-  fileLength: number,
-): Header | undefined {
-  const names: string[] = [];
-  const strings: string[] = [];
-  let got = scan(bytes, fileLength, compactNumbers, names, strings, DTYPE_NAMES, DTYPE_BITS);
-  if (got === -2) {
-    // At most 7 numbers per tensor and one per dimension, each taking two bytes of the header or more.
-    compactNumbers = new Float64Array(bytes.length * 2 + 64);
-    got = scan(bytes, fileLength, compactNumbers, names, strings, DTYPE_NAMES, DTYPE_BITS);
-  }
-  if (got < 0) return undefined;
-  const out = compactNumbers;
-  const count = out[0]!;
-  const area = out[3]!;
-  const numbers = out.slice(4, 4 + area);
-  const starts = Int32Array.from(out.subarray(4 + area, 4 + area + count));
-  const dtypes: DtypeInfo[] = new Array(count);
-  for (let i = 0; i < count; i++) dtypes[i] = DTYPE_INFOS[numbers[starts[i]! - 3]!]!;
-  let metadata: Map<string, string> | null = null;
-  if (out[1] === 1) {
-    metadata = new Map();
-    for (let i = 0; i < strings.length; i += 2) metadata.set(strings[i]!, strings[i + 1]!);
-  }
-  const headerLength = bytes.length;
-  const tensors = new CompactTensors(names, dtypes, starts, numbers);
-  const dataLength = fileLength - 8 - headerLength;
-  return { headerLength, dataStart: 8 + headerLength, dataLength, fileLength, metadata, tensors };
-}
-
-/**
- * The addon's header reader for the sources of local files: the compact scan where the addon has it (an older build
- * does not), else the record scan read by `headerFromScan`; null when neither takes the header (the full reader
- * decides).
- */
-export function nativeHeaderScanner(): ((headerBytes: Uint8Array, fileLength: number) => Header | null) | undefined {
-  const records = nativeRecordScanner();
-  if (records === undefined) return undefined;
-  const compact = loadNative()?.scanCompact;
-  return (headerBytes, fileLength) => {
-    if (headerBytes.length > NATIVE_SCAN_MAX_HEADER_BYTES) return null;
-    const header = compact && compactHeader(compact, headerBytes, fileLength);
-    if (header !== undefined) return header;
-    const found = records(headerBytes);
-    return found && headerFromScan(found, headerBytes, fileLength);
   };
 }
 

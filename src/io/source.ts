@@ -3,7 +3,6 @@
  * (memory view, positional read, mapped memory, HTTP range request).
  */
 import { SafetensorError } from "../format/errors.js";
-import type { Header } from "../format/header.js";
 
 /** A random-access byte source whose reads complete synchronously (memory, local files, mapped files). */
 export interface SyncByteSource {
@@ -20,11 +19,10 @@ export interface SyncByteSource {
   /** A short name for diagnostics: "memory", "pread", "mmap". */
   readonly kind: string;
   /**
-   * Optional accelerator: the header a native scan reads from the N header bytes of this source (a file of
-   * `fileLength` bytes), the same the full reader would, or null when the scanner cannot settle them and the
-   * JavaScript reader must.
+   * Optional accelerator: a native scan of header bytes read from this source, as records for `headerFromScan`, or
+   * null when the scanner cannot settle them and the JavaScript reader must.
    */
-  scanHeader?(headerBytes: Uint8Array, fileLength: number): Header | null;
+  scanHeader?(headerBytes: Uint8Array): Float64Array | null;
   close(): void;
 }
 
