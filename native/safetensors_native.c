@@ -842,7 +842,6 @@ static int parse_advice(const char *name, int *advice) {
   return 0;
 }
 
-/* advise(handle, advice, offset?, length?): the range defaults to the whole mapping and is widened to pages. */
 /* prefault(handle, threads): read one byte of every page of the mapping, split across threads, so that later reads
  * take no page fault (MAP_POPULATE maps the pages but, measured on VMs, left each first access slow). */
 typedef struct {
@@ -891,6 +890,7 @@ static napi_value js_prefault(napi_env env, napi_callback_info info) {
   return undefined_value(env);
 }
 
+/* advise(handle, advice, offset?, length?): the range defaults to the whole mapping and is widened to pages. */
 static napi_value js_advise(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];

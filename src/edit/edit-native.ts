@@ -2,7 +2,7 @@
  * The addon's functions for in-place edits (native/journal.c), typed; null when the addon is absent, disabled, or a
  * build from before them (every caller then runs its JavaScript path). Node-only.
  */
-import { loadNative } from "../io/native.js";
+import { nativeWith } from "../io/native.js";
 
 export interface EditNative {
   crc32c(bytes: Uint8Array, crc: number): number;
@@ -51,28 +51,14 @@ let cached: EditNative | null | undefined;
 let fast: EditFastNative | null | undefined;
 
 export function editNative(): EditNative | null {
-  if (cached === undefined) {
-    const addon = loadNative() as Partial<EditNative> | null;
-    cached =
-      typeof addon?.journalRanges === "function" &&
-      typeof addon.crc32c === "function" &&
-      typeof addon.writeRepeated === "function"
-        ? (addon as EditNative)
-        : null;
-  }
+  if (cached === undefined) cached = nativeWith<EditNative>(["journalRanges", "crc32c", "writeRepeated"]);
   return cached;
 }
 
 /** The addon when it has the one-call edit path, else null. */
 export function editFastNative(): EditFastNative | null {
   if (fast === undefined) {
-    const addon = editNative() as Partial<EditFastNative> | null;
-    fast =
-      typeof addon?.journalBegin === "function" &&
-      typeof addon.journalEnd === "function" &&
-      typeof addon.openWritable === "function"
-        ? (addon as EditFastNative)
-        : null;
+    fast = editNative() === null ? null : nativeWith<EditFastNative>(["journalBegin", "journalEnd", "openWritable"]);
   }
   return fast;
 }

@@ -221,6 +221,16 @@ export function loadNative(): NativeAddon | null {
   return loaded.addon;
 }
 
+/**
+ * The addon as `T` when every one of `functions` is a function on it (an addon built from older sources may lack
+ * newer optional functions), else null.
+ */
+export function nativeWith<T>(functions: readonly (keyof T & string)[]): T | null {
+  const addon = loadNative() as Record<string, unknown> | null;
+  if (addon === null) return null;
+  return functions.every((name) => typeof addon[name] === "function") ? (addon as T) : null;
+}
+
 /** Whether the addon is usable, where it lives and, if not, why (for the `doctor` command). Never throws. */
 export function nativeStatus(): NativeStatus {
   loaded ??= load();
