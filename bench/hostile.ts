@@ -1,6 +1,6 @@
 /**
  * Hostile headers, full size, as whole processes beside the reference: each case of bench/hostile-cases.ts is built
- * near the 100 MB header limit, then judged by our built CLI (`node bin/safetensors.js validate FILE`) and by the
+ * near the 100 MB header limit, then judged by our built CLI (`node bin/safetensors.js validate --json FILE`) and by the
  * reference (`safe_open(path, "pt")`, bench/hostile_ref.py), each under `/usr/bin/time` for its peak RSS. A case
  * passes when the verdicts agree (ours may be stricter only on duplicate keys), neither side crashes, and our wall
  * time is within 3× and our peak RSS within 2× of the reference's.
@@ -52,7 +52,7 @@ export interface HostileSide {
   /** Our error code, or the reference's error text (first 2,000 characters). */
   error: string | null;
   /**
-   * Ours, when `error` is NotSafetensors: the header check's own code, which the CLI gives in its message (it names
+   * Ours, when `error` is NotSafetensors: the header check's own code, which `validate --json` gives as `headerCheck` (it names
    * bytes that cannot start a safetensors header, such as a header that is a JSON array, as not safetensors).
    */
   headerCheck?: string;
@@ -109,7 +109,7 @@ export async function runHostileBench(
       const headerBytes = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
       fs.writeFileSync(file, bytes);
       try {
-        const ours = measure([process.execPath, cli, "validate", file], oursVerdict, runs, timeoutMs);
+        const ours = measure([process.execPath, cli, "validate", "--json", file], oursVerdict, runs, timeoutMs);
         const refScript = path.join(REPO_DIR, "bench", "hostile_ref.py");
         const reference = measure([python, refScript, file], referenceVerdict, runs, timeoutMs);
         const row = judge(hostile, headerBytes, ours, reference);
@@ -171,11 +171,20 @@ function median(values: number[]): number {
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
-/** `validate`: "ok" and status 0, or `error[<code>]: …` on stderr and status 1; anything else is a crash. */
+/**
+ * `validate --json`: {"ok":true} and status 0, or {"ok":false,"error":{"code"[,"headerCheck"]}} and status 1;
+ * anything else is a crash.
+ */
 function oursVerdict(status: number | null, stdout: string, stderr: string): Verdict {
-  if (status === 0 && stdout.trim() === "ok") return { ok: true, error: null, crash: null };
-  const code = /^error\[(\w+)\]/.exec(stderr)?.[1];
-  const headerCheck = code === "NotSafetensors" ? /\(header check: (\w+)\)/.exec(stderr)?.[1] : undefined;
+  let parsed: { ok?: boolean; error?: { code?: string; headerCheck?: string } } | undefined;
+  try {
+    parsed = JSON.parse(stdout.trim());
+  } catch {
+    parsed = undefined;
+  }
+  if (status === 0 && parsed?.ok === true) return { ok: true, error: null, crash: null };
+  const code = parsed?.error?.code;
+  const headerCheck = code === "NotSafetensors" ? parsed?.error?.headerCheck : undefined;
   if (status === 1 && code) return { ok: false, error: code, crash: null, ...(headerCheck ? { headerCheck } : {}) };
   return { ok: false, error: null, crash: `status ${status}: ${stderr.slice(0, 300)}` };
 }
@@ -220,7 +229,7 @@ function formatRow(row: HostileRow): string {
 function markdownTable(rows: HostileRow[], size: number, runs: number): string {
   const lines = [
     `Hostile headers built at ~${(size / 1e6).toFixed(0)} MB, each judged as a whole process (median of ${runs} ` +
-      `run${runs === 1 ? "" : "s"}): ours \`node bin/safetensors.js validate FILE\`, the reference ` +
+      `run${runs === 1 ? "" : "s"}): ours \`node bin/safetensors.js validate --json FILE\`, the reference ` +
       `\`safe_open(FILE, "pt")\` (python start-up included; it imports torch only for files it accepts, so the ` +
       "`baseline` row shows that cost and failing files are compared without it). Pass: same verdict (ours stricter " +
       "only on duplicate keys), " +

@@ -191,8 +191,6 @@ function advice(file: string, found: Sniffed): string {
   }
 }
 
-const check = (cause: SafetensorError | undefined) => (cause ? ` (header check: ${cause.code})` : "");
-
 /** A `NotSafetensors` error for `file`, or undefined when it may well be a damaged safetensors file. */
 export function notSafetensors(
   file: string,
@@ -205,14 +203,16 @@ export function notSafetensors(
     // else, not a damaged safetensors file, so not HeaderTooLarge.
     if (head.length < 9 || head[8] === 0x7b) return undefined;
     const what = "not a safetensors file: no JSON header after the 8-byte size";
-    return new SafetensorError("NotSafetensors", `${shown(file)} is ${what}${check(options.cause)}`, {
-      cause: options.cause,
-    });
+    return new SafetensorError(
+      "NotSafetensors",
+      `${shown(file)} is ${what}`,
+      options.cause ? { cause: options.cause } : undefined,
+    );
   }
   const hint = advice(file, found);
   return new SafetensorError(
     "NotSafetensors",
-    `${shown(file)} is ${found.description}, not a safetensors file${hint ? `; ${hint}` : ""}${check(options.cause)}`,
+    `${shown(file)} is ${found.description}, not a safetensors file${hint ? `; ${hint}` : ""}`,
     options.cause ? { cause: options.cause } : undefined,
   );
 }
