@@ -42,19 +42,24 @@ export type { EcosystemDigests, FileDigests } from "./integrity/digests.js";
 export {
   type DsseEnvelope,
   preAuthEncoding,
+  type SignedResource,
+  type SignedStatement,
   type SigstoreBundle,
   signedKind,
   signManifest,
   statementOf,
   verifyEnvelope,
+  verifySignedStatement,
 } from "./integrity/dsse.js";
 export {
   createManifest,
   type FileCheck,
+  type SignedFiles,
   type TensorCheck,
   type TensorCheckStatus,
   type VerifyReport,
   verifyManifest,
+  verifySignedFiles,
 } from "./integrity/manifest.js";
 export { type Manifest, type ManifestFile, type ManifestTensor, parseManifest } from "./integrity/manifest-format.js";
 export { type ApplyPatchOptions, type ApplyPatchResult, applyPatch, readPatchPlan } from "./integrity/patch-apply.js";

@@ -2,7 +2,8 @@
  * Integrity manifests: one flipped byte in any tensor of a real file is found and the tensor named; metadata and
  * header changes are named; sharded checkpoints (missing and extra shards); signatures in a Sigstore bundle (DSSE
  * envelope, in-toto Statement, model signing's predicate; Ed25519 and ECDSA) verify, the bare envelope of earlier
- * versions too, and a tampered payload, signature or a wrong key is refused with its code.
+ * versions too, and a tampered payload, signature or a wrong key is refused with its code; the files of a model that
+ * model signing itself signed are checked against its digests.
  */
 import assert from "node:assert/strict";
 import { createHash, createPublicKey, generateKeyPairSync, sign } from "node:crypto";
@@ -19,8 +20,9 @@ import {
   signedKind,
   signManifest,
   verifyEnvelope,
+  verifySignedStatement,
 } from "../src/integrity/dsse.js";
-import { createManifest, verifyManifest } from "../src/integrity/manifest.js";
+import { createManifest, verifyManifest, verifySignedFiles } from "../src/integrity/manifest.js";
 import { parseManifest } from "../src/integrity/manifest-format.js";
 import { saveFile, serialize, Tensor } from "../src/node.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, expectedFiles } from "./helpers/corpus.js";
@@ -221,11 +223,18 @@ describe("manifest signatures: Sigstore bundle, DSSE envelope, in-toto Statement
     const real = JSON.parse(fs.readFileSync(path.join(dir, "model.sig"), "utf8"));
     const realKey = fs.readFileSync(path.join(dir, "signing-key-pub.pem"));
     assert.equal(signedKind(real), "bundle");
-    // Past the hint and the signature, stopped only by the absent extension (model_signing checks the files itself).
+    // Past the hint and the signature: no manifest inside, the files it signed and the paths it ignored.
     assert.throws(
       () => verifyEnvelope(real, realKey),
       (error: unknown) => code("ManifestInvalid")(error) && /the signature verifies/.test((error as Error).message),
     );
+    const vouched = verifySignedStatement(real, realKey);
+    assert.equal(vouched.manifest, null);
+    assert.deepEqual(
+      vouched.resources.map((r) => r.name),
+      ["signme-1", "signme-2"],
+    );
+    assert.ok(vouched.ignorePaths.includes("ignore-me"));
     assert.throws(() => verifyEnvelope(real, publicPem), code("SignatureKeyMismatch"));
     const statement = JSON.parse(Buffer.from(real.dsseEnvelope.payload, "base64").toString("utf8"));
     statement.predicate.resources[0].digest = "0".repeat(64);
@@ -244,6 +253,78 @@ describe("manifest signatures: Sigstore bundle, DSSE envelope, in-toto Statement
           ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shape(v)]))
           : typeof value;
     assert.deepEqual(shape(ours), shape(real));
+  });
+
+  test("the model a model-signing bundle signed: its files checked against the signed digests (CLI and library)", async () => {
+    const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "model-signing");
+    // The model model signing signed (its repository's scripts/tests/v1.1.0-elliptic-key): two one-line files and
+    // one it was told to ignore; the signature inside the directory, as model signing writes it.
+    const model = fresh("-model");
+    fs.mkdirSync(model);
+    fs.writeFileSync(path.join(model, "signme-1"), "signme-1\n");
+    fs.writeFileSync(path.join(model, "signme-2"), "signme-2");
+    fs.writeFileSync(path.join(model, "ignore-me"), "anything");
+    const sig = path.join(model, "model.sig");
+    fs.copyFileSync(path.join(fixtures, "model.sig"), sig);
+    const pub = path.join(fixtures, "signing-key-pub.pem");
+    const ok = await cli("manifest", "verify", model, "-m", sig, "--pubkey", pub);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout, /^ok: 2 files match, signature verified\n$/);
+    // Another key: refused before any file is read.
+    const keyFile = fresh(".pem");
+    fs.writeFileSync(keyFile, publicPem);
+    const wrong = await cli("manifest", "verify", model, "-m", sig, "--pubkey", keyFile);
+    assert.equal(wrong.code, 1);
+    assert.match(wrong.stderr, /SignatureKeyMismatch/);
+    // A changed file, an unsigned one and a missing one, each named.
+    fs.writeFileSync(path.join(model, "signme-2"), "signme-3");
+    fs.writeFileSync(path.join(model, "added.bin"), "x");
+    fs.mkdirSync(path.join(model, "sub"));
+    fs.writeFileSync(path.join(model, "sub", "deep"), "y");
+    fs.rmSync(path.join(model, "signme-1"));
+    const bad = await cli("manifest", "verify", model, "-m", sig, "--pubkey", pub, "--json");
+    assert.equal(bad.code, 1);
+    const report = JSON.parse(bad.stdout) as {
+      ok: boolean;
+      signed: boolean;
+      files: { name: string; status: string }[];
+    };
+    assert.equal(report.ok, false);
+    assert.deepEqual(report.files.map((f) => [f.name, f.status]).sort(), [
+      ["added.bin", "extra"],
+      ["signme-1", "missing"],
+      ["signme-2", "changed"],
+      ["sub/deep", "extra"],
+    ]);
+    // The library: a one-file statement checks one file under any name; a symbolic link is never followed.
+    const one = {
+      resources: [{ name: "w.bin", digest: createHash("sha256").update("w").digest("hex") }],
+      ignorePaths: [],
+    };
+    const single = fresh(".bin");
+    fs.writeFileSync(single, "w");
+    assert.equal(verifySignedFiles(single, one).ok, true);
+    fs.writeFileSync(single, "v");
+    assert.deepEqual(
+      verifySignedFiles(single, one).files.map((f) => f.status),
+      ["changed"],
+    );
+    const linked = fresh("-linked");
+    fs.mkdirSync(linked);
+    fs.writeFileSync(path.join(tmp, "target-w"), "w");
+    fs.symlinkSync(path.join(tmp, "target-w"), path.join(linked, "w.bin"));
+    assert.deepEqual(
+      verifySignedFiles(linked, one).files.map((f) => [f.name, f.status, f.error?.code]),
+      [["w.bin", "unreadable", "UnsafePath"]],
+    );
+    assert.throws(
+      () =>
+        verifySignedFiles(single, {
+          resources: [...one.resources, { name: "b", digest: "0".repeat(64) }],
+          ignorePaths: [],
+        }),
+      code("ManifestInvalid"),
+    );
   });
 
   test("round trip with Ed25519 and ECDSA P-256/P-384 keys; the bare envelope of earlier versions still verifies", () => {

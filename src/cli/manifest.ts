@@ -1,8 +1,15 @@
 /** `safetensors manifest create|sign|verify`: integrity manifests and their signatures, Sigstore bundles (src/integrity). */
 import * as fs from "node:fs";
+import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
-import { signedKind, signManifest, verifyEnvelope } from "../integrity/dsse.js";
-import { createManifest, type FileCheck, type VerifyReport, verifyManifest } from "../integrity/manifest.js";
+import { signedKind, signManifest, verifySignedStatement } from "../integrity/dsse.js";
+import {
+  createManifest,
+  type FileCheck,
+  type VerifyReport,
+  verifyManifest,
+  verifySignedFiles,
+} from "../integrity/manifest.js";
 import { type Manifest, parseManifest } from "../integrity/manifest-format.js";
 import { writeAllAt, writeFileAtomic } from "../io/node-write.js";
 import { UsageError } from "./args.js";
@@ -82,7 +89,9 @@ their digests), with the whole manifest, per-tensor digests included, under pred
 whose signature must verify with PUB.pem first: a Sigstore bundle, or the bare DSSE envelope earlier versions wrote;
 a bundle signed with another key is error[SignatureKeyMismatch], a tampered payload or signature
 error[SignatureInvalid]). It names every file that changed, and in it which tensors (changed, missing, added, retyped,
-moved) and which metadata keys. --json prints {"ok","signed","files":[{"name","path","status",...}]}.
+moved) and which metadata keys. A signature OpenSSF model signing made (model_signing sign key; -m DIR/model.sig)
+carries no per-tensor manifest: DIR's files are checked against the digests it signed (whole-file SHA-256), every
+file it does not list and did not ignore reported as extra. --json prints {"ok","signed","files":[{"name","path","status",...}]}.
 Exit status 0 when everything matches, 1 otherwise.`,
   options: {
     output: { type: "string", short: "o", value: "OUT", help: "where to write (create, sign)" },
@@ -121,7 +130,14 @@ Exit status 0 when everything matches, 1 otherwise.`,
       if (signed) {
         if (!signedKind(parsed))
           throw new SafetensorError("SignatureInvalid", `${file} is not signed (no Sigstore bundle or DSSE envelope)`);
-        manifest = verifyEnvelope(parsed, readBytes(values.pubkey!));
+        const statement = verifySignedStatement(parsed, readBytes(values.pubkey!));
+        if (statement.manifest === null) {
+          // Signed by model signing itself: its files, against the digests the signature covers.
+          const inside = path.relative(args[0]!, file);
+          const ignore = inside.startsWith("..") || path.isAbsolute(inside) ? [] : [inside.split(path.sep).join("/")];
+          return printReport(io, verifySignedFiles(args[0]!, statement, { ignore }), signed, values.json);
+        }
+        manifest = statement.manifest;
       } else {
         const kind = signedKind(parsed);
         if (kind)

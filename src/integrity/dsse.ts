@@ -172,14 +172,69 @@ function envelopeOfBundle(bundle: Record<string, unknown>, publicKey: KeyObject)
   return bundle.dsseEnvelope;
 }
 
+/** One file a signed statement lists: its path relative to the model (POSIX separators) and SHA-256. */
+export interface SignedResource {
+  readonly name: string;
+  readonly digest: string;
+}
+
+/** What a signature that verifies vouches for. */
+export interface SignedStatement {
+  /** The files, as listed (model signing sorts them by name). */
+  readonly resources: readonly SignedResource[];
+  /** The paths, relative to the model, that were left out when it was signed (`serialization.ignore_paths`). */
+  readonly ignorePaths: readonly string[];
+  /** Our extension (`predicate.safetensors_manifest`), checked against the resources; null in a statement without it. */
+  readonly manifest: Manifest | null;
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/** The statement's resources, checked to be the file digests its subject digest is over. */
+function signedResources(predicate: Record<string, unknown>, subject: unknown): SignedResource[] {
+  const serialization = isObject(predicate.serialization) ? predicate.serialization : {};
+  if (serialization.method !== "files" || (serialization.hash_type ?? "sha256") !== "sha256") {
+    throw new SafetensorError(
+      "ManifestInvalid",
+      `the signature verifies, but its serialization (method ${String(serialization.method)}, hash ` +
+        `${String(serialization.hash_type)}) is not the whole-file SHA-256 one this verifier checks`,
+    );
+  }
+  const resources = predicate.resources;
+  if (
+    !Array.isArray(resources) ||
+    !resources.every(
+      (r) =>
+        isObject(r) &&
+        typeof r.name === "string" &&
+        r.name !== "" &&
+        (r.algorithm ?? "sha256") === "sha256" &&
+        typeof r.digest === "string" &&
+        SHA256_HEX.test(r.digest),
+    )
+  ) {
+    throw new SafetensorError(
+      "ManifestInvalid",
+      "the signed statement's resources are not {name, sha256 digest} files",
+    );
+  }
+  const listed = (resources as { name: string; digest: string }[]).map(({ name, digest }) => ({ name, digest }));
+  const digest = Array.isArray(subject) && isObject(subject[0]) ? subject[0].digest : undefined;
+  if (!isObject(digest) || digest.sha256 !== rootDigest(listed)) {
+    throw new SafetensorError("ManifestInvalid", "the signed statement's subject digest is not over its resources");
+  }
+  return listed;
+}
+
 /**
- * Verify a signed manifest, a Sigstore bundle or a bare DSSE envelope, with a public key (PEM) and return the
- * manifest it carries. `SignatureKeyMismatch`: the bundle's key hint (or the envelope's key id) names another key.
- * `SignatureInvalid`: no signature verifies with this key (a tampered payload or signature), another media, payload
- * or statement type, a keyless bundle. `ManifestInvalid`: the statement verifies but is inconsistent (its subject
- * digest is not over its resources, or the resources disagree with the manifest inside).
+ * Verify a Sigstore bundle or a bare DSSE envelope with a public key (PEM) and return what its statement vouches
+ * for: the files and their digests, and our manifest when it carries one. `SignatureKeyMismatch`: the bundle's key
+ * hint (or the envelope's key id) names another key. `SignatureInvalid`: no signature verifies with this key (a
+ * tampered payload or signature), another media, payload or statement type, a keyless bundle. `ManifestInvalid`:
+ * the statement verifies but is inconsistent (its subject digest is not over its resources, the resources disagree
+ * with the manifest inside) or hashes files another way than whole-file SHA-256.
  */
-export function verifyEnvelope(signed: unknown, publicKeyPem: string | Uint8Array): Manifest {
+export function verifySignedStatement(signed: unknown, publicKeyPem: string | Uint8Array): SignedStatement {
   const { key, hash } = keyFrom(publicKeyPem, "public");
   const kind = signedKind(signed);
   if (kind === null) refused("not a signed manifest (neither a Sigstore bundle nor a DSSE envelope)");
@@ -204,37 +259,44 @@ export function verifyEnvelope(signed: unknown, publicKeyPem: string | Uint8Arra
     refused("no signature verifies with this public key (a tampered payload or signature, or another key)");
   }
   if (env.payloadType !== IN_TOTO_PAYLOAD_TYPE) refused(`payload type ${env.payloadType}, not ${IN_TOTO_PAYLOAD_TYPE}`);
-  let statement: {
-    _type?: unknown;
-    predicateType?: unknown;
-    subject?: { digest?: { sha256?: unknown } }[];
-    predicate?: { resources?: { name: string; digest: string }[]; safetensors_manifest?: unknown };
-  };
+  let statement: Record<string, unknown>;
   try {
     statement = JSON.parse(payload.toString("utf8"));
   } catch {
     refused("the signed payload is not JSON");
   }
-  if (statement._type !== IN_TOTO_STATEMENT_TYPE) refused(`statement type ${String(statement._type)}`);
+  if (!isObject(statement) || statement._type !== IN_TOTO_STATEMENT_TYPE) {
+    refused(`statement type ${String((statement as { _type?: unknown } | null)?._type)}`);
+  }
   if (statement.predicateType !== MODEL_SIGNING_PREDICATE_TYPE) {
     refused(`predicate type ${String(statement.predicateType)}, not ${MODEL_SIGNING_PREDICATE_TYPE}`);
   }
-  if (statement.predicate?.safetensors_manifest === undefined) {
+  const predicate = isObject(statement.predicate) ? statement.predicate : {};
+  const resources = signedResources(predicate, statement.subject);
+  const ignored = isObject(predicate.serialization) ? predicate.serialization.ignore_paths : undefined;
+  const ignorePaths = Array.isArray(ignored) ? ignored.filter((p): p is string => typeof p === "string") : [];
+  if (predicate.safetensors_manifest === undefined) return { resources, ignorePaths, manifest: null };
+  const manifest = parseManifest(predicate.safetensors_manifest);
+  const expected = resourcesOf(manifest);
+  if (JSON.stringify(resources) !== JSON.stringify(expected.map(({ name, digest }) => ({ name, digest })))) {
+    throw new SafetensorError("ManifestInvalid", "the signed statement's digests disagree with its manifest");
+  }
+  return { resources, ignorePaths, manifest };
+}
+
+/**
+ * Verify a signed manifest (see `verifySignedStatement`) and return the manifest it carries; `ManifestInvalid` for
+ * a statement without one (signed by another tool, such as model signing itself: check its files with
+ * `verifySignedStatement` and `verifySignedFiles`).
+ */
+export function verifyEnvelope(signed: unknown, publicKeyPem: string | Uint8Array): Manifest {
+  const { manifest } = verifySignedStatement(signed, publicKeyPem);
+  if (manifest === null) {
     throw new SafetensorError(
       "ManifestInvalid",
       "the signature verifies, but the statement carries no safetensors manifest (predicate.safetensors_manifest): " +
-        "signed by another tool, such as model_signing itself, whose verifier checks the files",
+        "signed by another tool, such as model_signing itself; its files can be checked against its resources",
     );
-  }
-  const manifest = parseManifest(statement.predicate.safetensors_manifest);
-  const resources = statement.predicate?.resources;
-  const expected = resourcesOf(manifest);
-  if (
-    !Array.isArray(resources) ||
-    JSON.stringify(resources) !== JSON.stringify(expected) ||
-    statement.subject?.[0]?.digest?.sha256 !== rootDigest(expected)
-  ) {
-    throw new SafetensorError("ManifestInvalid", "the signed statement's digests disagree with its manifest");
   }
   return manifest;
 }

@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { isSafetensorError } from "../format/errors.js";
+import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import { openForReading } from "../io/node-file.js";
 import { checkShardPath } from "../shards/index-json.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
@@ -185,6 +185,90 @@ export function verifyManifest(target: string, manifest: Manifest): VerifyReport
     } catch {
       // An index that no longer opens is reported through its own entry (changed or missing).
     }
+  }
+  return { ok: checks.every((check) => check.status === "ok"), files: checks };
+}
+
+/** The files a signed statement lists, with the paths it left out (see `verifySignedStatement`). */
+export interface SignedFiles {
+  readonly resources: readonly { readonly name: string; readonly digest: string }[];
+  readonly ignorePaths: readonly string[];
+}
+
+/** Whether `name` (relative, POSIX) is one of `ignored` or lies under one of them. */
+function isIgnored(name: string, ignored: readonly string[]): boolean {
+  return ignored.some((p) => {
+    const prefix = p.replace(/^\.\/+/, "").replace(/\/+$/, "");
+    return prefix !== "" && (name === prefix || name.startsWith(`${prefix}/`));
+  });
+}
+
+/** Every regular file under `dir` as a relative POSIX path (symbolic links reported apart), ignored paths left out. */
+function modelFiles(dir: string, ignored: readonly string[]): { files: string[]; links: string[] } {
+  const files: string[] = [];
+  const links: string[] = [];
+  const walk = (relative: string) => {
+    for (const entry of fs.readdirSync(path.join(dir, relative), { withFileTypes: true })) {
+      const name = relative === "" ? entry.name : `${relative}/${entry.name}`;
+      if (isIgnored(name, ignored)) continue;
+      if (entry.isSymbolicLink()) links.push(name);
+      else if (entry.isDirectory()) walk(name);
+      else if (entry.isFile()) files.push(name);
+    }
+  };
+  walk("");
+  return { files, links };
+}
+
+function checkSignedFile(file: string, name: string, digest: string): FileCheck {
+  try {
+    return { name, path: file, status: plainDigest(file).sha256 === digest ? "ok" : "changed" };
+  } catch (error) {
+    const missing = (error as { cause?: NodeJS.ErrnoException }).cause?.code === "ENOENT";
+    return { name, path: file, status: missing ? "missing" : "unreadable", error: errorOf(error) };
+  }
+}
+
+/**
+ * Check a model against the files a verified signature lists (a statement without our manifest: one OpenSSF model
+ * signing wrote, whose serialization hashes whole files): FILE against a one-file statement (its name may differ),
+ * or every file of directory DIR, recursively, except the paths it ignored at signing and `options.ignore`
+ * (relative to DIR: the signature itself, when it is inside): each listed file ok, changed, missing or unreadable,
+ * every other file extra, as model signing's own verifier refuses a model with files it did not sign; symbolic
+ * links are unreadable (the statement was made without following them).
+ */
+export function verifySignedFiles(
+  target: string,
+  signed: SignedFiles,
+  options: { readonly ignore?: readonly string[] } = {},
+): VerifyReport {
+  let checks: FileCheck[];
+  if (!fs.statSync(target, { throwIfNoEntry: false })?.isDirectory()) {
+    if (signed.resources.length !== 1) {
+      throw new SafetensorError(
+        "ManifestInvalid",
+        `the signature covers ${signed.resources.length} files: give the model's directory, not one file`,
+      );
+    }
+    checks = [checkSignedFile(target, signed.resources[0]!.name, signed.resources[0]!.digest)];
+  } else {
+    const ignored = [...signed.ignorePaths, ...(options.ignore ?? [])];
+    const { files, links } = modelFiles(target, ignored);
+    const linked = new Set(links);
+    const link = (name: string): FileCheck => ({
+      name,
+      path: path.join(target, name),
+      status: "unreadable",
+      error: { code: "UnsafePath", message: "a symbolic link (the signature was made without following links)" },
+    });
+    checks = signed.resources.map(({ name, digest }) => {
+      checkShardPath(name);
+      return linked.has(name) ? link(name) : checkSignedFile(path.join(target, name), name, digest);
+    });
+    const listed = new Set(signed.resources.map((r) => r.name));
+    for (const name of files)
+      if (!listed.has(name)) checks.push({ name, path: path.join(target, name), status: "extra" });
+    for (const name of links) if (!listed.has(name)) checks.push(link(name));
   }
   return { ok: checks.every((check) => check.status === "ok"), files: checks };
 }
