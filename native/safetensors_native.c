@@ -60,6 +60,7 @@ void st_journal_init(void);
 napi_value st_js_crc32c(napi_env env, napi_callback_info info);
 napi_value st_js_journal_ranges(napi_env env, napi_callback_info info);
 napi_value st_js_journal_begin(napi_env env, napi_callback_info info);
+napi_value st_js_journal_fill(napi_env env, napi_callback_info info);
 napi_value st_js_open_writable(napi_env env, napi_callback_info info);
 napi_value st_js_journal_end(napi_env env, napi_callback_info info);
 napi_value st_js_write_repeated(napi_env env, napi_callback_info info);
@@ -1233,6 +1234,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"journalRanges", NULL, st_js_journal_ranges, NULL, NULL, NULL, napi_enumerable, NULL},
       {"writeRepeated", NULL, st_js_write_repeated, NULL, NULL, NULL, napi_enumerable, NULL},
       {"journalBegin", NULL, st_js_journal_begin, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"journalFill", NULL, st_js_journal_fill, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openWritable", NULL, st_js_open_writable, NULL, NULL, NULL, napi_enumerable, NULL},
       {"journalEnd", NULL, st_js_journal_end, NULL, NULL, NULL, napi_enumerable, NULL},
       {"openHead", NULL, js_open_head, NULL, NULL, NULL, napi_enumerable, NULL},

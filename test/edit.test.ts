@@ -11,6 +11,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, test } from "node:test";
 import { fromFloat32 } from "../src/codecs/index.js";
+import { encodeScalarGroup } from "../src/edit/fill.js";
 import { encodeJournal } from "../src/edit/journal.js";
 import {
   isSafetensorError,
@@ -255,4 +256,101 @@ test("a fill over more than one 64 KiB block repeats the pattern exactly (also 3
   expected.set(fromFloat32("F16", new Float32Array(298 * 256).fill(1.5)), h + 512);
   expected.set(fromFloat32("F6_E2M3", new Float32Array(3996 * 8).fill(-0.75)), s + 3 * 6);
   assert.equal(sha(fs.readFileSync(big)), sha(expected));
+});
+
+test("a first write that fills one range (one native call where the addon has it) is an ordinary edit", () => {
+  const big = path.join(dir, "rows.safetensors");
+  saveFile(big, {
+    w: new Tensor("F16", [300, 256], fill(300 * 256 * 2, 9)),
+    v: new Tensor("F32", [40, 64], fill(40 * 64 * 4, 10)),
+  });
+  const before = new Uint8Array(fs.readFileSync(big));
+  const reader = openFile(big, { backend: "pread" });
+  const w = reader.byteRange("w").offset;
+  reader.close();
+  const zeroed = before.slice();
+  zeroed.fill(0, w + 20 * 512, w + 170 * 512);
+
+  // Written, journaled, reported like any write; removed at commit.
+  {
+    using edit = openForEdit(big);
+    const result = edit.write("w", "20:170", { fill: 0 });
+    assert.deepEqual(result, {
+      file: big,
+      tensor: "w",
+      elements: 150 * 256,
+      ranges: [{ start: w + 20 * 512, end: w + 170 * 512 }],
+      bytes: 150 * 512,
+    });
+    assert.ok(fs.existsSync(journalPathFor(big)));
+    assert.equal(sha(fs.readFileSync(big)), sha(zeroed));
+    edit.commit();
+    assert.ok(!fs.existsSync(journalPathFor(big)));
+  }
+  assert.equal(sha(fs.readFileSync(big)), sha(zeroed));
+
+  // Its journal continues with later writes and undoes both: by rollback, and by recovery after a crash (the file
+  // and journal as a killed process would leave them, copied before the commit).
+  fs.writeFileSync(big, before);
+  const crashed = path.join(dir, "crashed.safetensors");
+  {
+    using edit = openForEdit(big);
+    edit.write("v", "3:5", { fill: 2.5 }); // a fill's block, repeated by the same one call
+    edit.write("w", ":", { fill: 0 });
+    fs.copyFileSync(big, crashed);
+    fs.copyFileSync(journalPathFor(big), journalPathFor(crashed));
+    edit.rollback();
+    assert.equal(sha(fs.readFileSync(big)), sha(before));
+  }
+  recoverFile(crashed);
+  assert.equal(sha(fs.readFileSync(crashed)), sha(before));
+  assert.ok(!fs.existsSync(journalPathFor(crashed)));
+  {
+    using edit = openForEdit(big);
+    edit.write("v", "0:40", { fill: 0 });
+  } // closed without a commit: rolled back
+  assert.equal(sha(fs.readFileSync(big)), sha(before));
+});
+
+test("zeros the one-call path does not take: -0, F8_E8M0's 0, over the journal's limit, another journal", () => {
+  const before = new Uint8Array(fs.readFileSync(file));
+  const reader = openFile(file, { backend: "pread" });
+  const h = reader.byteRange("h").offset;
+  reader.close();
+  {
+    using edit = openForEdit(file);
+    edit.write("h", "2:4", { fill: -0 }); // F16 -0 is 0x8000
+    const expected = before.slice();
+    for (let i = h + 2 * 12; i < h + 4 * 12; i += 2) expected.set([0x00, 0x80], i);
+    assert.equal(sha(fs.readFileSync(file)), sha(expected));
+  }
+  assert.equal(sha(fs.readFileSync(file)), sha(before));
+  {
+    using edit = openForEdit(file, { maxJournalBytes: 23 });
+    throwsCode(() => edit.write("h", "2:4", { fill: 0 }), "TooLarge");
+    assert.ok(!fs.existsSync(journalPathFor(file)));
+  }
+  {
+    using edit = openForEdit(file);
+    fs.writeFileSync(journalPathFor(file), "another edit's");
+    throwsCode(() => edit.write("h", "2:4", { fill: 0 }), "InterruptedEdit");
+    assert.equal(fs.readFileSync(journalPathFor(file), "utf8"), "another edit's");
+    fs.rmSync(journalPathFor(file));
+  }
+  assert.equal(sha(fs.readFileSync(file)), sha(before));
+  const e8 = path.join(dir, "e8.safetensors");
+  saveFile(e8, { s: new Tensor("F8_E8M0", [4, 4], fill(16, 6)) });
+  const e8Before = new Uint8Array(fs.readFileSync(e8));
+  const e8Reader = openFile(e8, { backend: "pread" });
+  const s = e8Reader.byteRange("s").offset;
+  e8Reader.close();
+  {
+    using edit = openForEdit(e8);
+    edit.write("s", "0:2", { fill: 0 }); // no zero in E8M0: numpy's value for 0, not zero bits
+    edit.commit();
+  }
+  const expected = e8Before.slice();
+  expected.fill(encodeScalarGroup("F8_E8M0", 0)[0]!, s, s + 8);
+  assert.notEqual(expected[s], 0);
+  assert.equal(sha(fs.readFileSync(e8)), sha(expected));
 });

@@ -19,6 +19,9 @@ export interface EditNative {
   writeRepeated(fd: number, block: Uint8Array, offset: number, length: number): void;
 }
 
+/** What journalBegin and journalFill start with: the journal's path, its header's fields, the file's descriptor. */
+type JournalHead = [journalPath: string, fileSize: number, group: Uint8Array, nonce: number, sync: boolean, fd: number];
+
 /** The one-call edit path (a later build than EditNative's functions; each caller checks for it). */
 export interface EditFastNative extends EditNative {
   /**
@@ -28,18 +31,22 @@ export interface EditFastNative extends EditNative {
    * 1 once the data is written.
    */
   journalBegin(
-    journalPath: string,
-    fileSize: number,
-    group: Uint8Array,
-    nonce: number,
-    sync: boolean,
-    fd: number,
-    offsets: Float64Array,
-    lengths: Float64Array,
-    writeFd: number,
-    data: Uint8Array | null,
-    repeat: boolean,
-    out: Float64Array,
+    ...args: [
+      ...JournalHead,
+      offsets: Float64Array,
+      lengths: Float64Array,
+      writeFd: number,
+      data: Uint8Array | null,
+      repeat: boolean,
+      out: Float64Array,
+    ]
+  ): void;
+  /**
+   * `journalBegin` for the one range `[offset, offset + length)` of `fd`, its new bytes `block` repeated (null:
+   * zeros), written through `fd`: an edit's first fill, with no arrays to make for the range.
+   */
+  journalFill(
+    ...args: [...JournalHead, offset: number, length: number, block: Uint8Array | null, out: Float64Array]
   ): void;
   /** Close the journal's descriptor (when ≥ 0) and remove it (no error when it is gone). */
   journalEnd(journalFd: number, journalPath: string): void;
@@ -58,7 +65,16 @@ export function editNative(): EditNative | null {
 /** The addon when it has the one-call edit path, else null. */
 export function editFastNative(): EditFastNative | null {
   if (fast === undefined) {
-    fast = editNative() === null ? null : nativeWith<EditFastNative>(["journalBegin", "journalEnd", "openWritable"]);
+    // One lookup of every function (not editNative's first): this runs in the first edit of a process.
+    fast = nativeWith<EditFastNative>([
+      "journalRanges",
+      "crc32c",
+      "writeRepeated",
+      "journalBegin",
+      "journalFill",
+      "journalEnd",
+      "openWritable",
+    ]);
   }
   return fast;
 }

@@ -25,7 +25,7 @@ const INTEGER_RANGES: Partial<Record<Dtype, readonly [bigint, bigint]>> = {
  * Zeroing, the usual fill, then needs no codec (whose first use in a process cost ~0.3 ms); test/edit-plan.test.ts
  * checks this against the codecs.
  */
-function isZeroBits(dtype: Dtype, value: number | bigint): boolean {
+export function isZeroBits(dtype: Dtype, value: number | bigint): boolean {
   return (value === 0 || value === 0n) && !Object.is(value, -0) && dtype !== "F8_E8M0";
 }
 

@@ -227,9 +227,11 @@ export class JournalWriter {
 
   /**
    * An edit's first write in one native call, where the addon has it: the journal created with the records of the
-   * ranges (`total` bytes), then `data` written over them. Null when not taken (no addon path, or a range longer
-   * than a record: `create` and `appendRanges` then). Throws as `appendRanges` when no journal was left; a data
-   * write that failed after the journal was complete is the returned writer's `dataError`.
+   * ranges (`total` bytes), then `data` written over them; for `data` "zeros" or a block (a fill's, repeated), the
+   * one range `[offsets, offsets + lengths)` given as two numbers (journalFill: no arrays made for it, in a process's
+   * first edit). Null when not taken (no addon path, or a range longer than a record: `create` and `appendRanges`
+   * then). Throws as `appendRanges` when no journal was left; a data write that failed after the journal was
+   * complete is the returned writer's `dataError`.
    */
   static begin(
     file: string,
@@ -237,32 +239,29 @@ export class JournalWriter {
     group: string,
     fsync: boolean,
     fd: number,
-    offsets: Float64Array,
-    lengths: Float64Array,
+    offsets: Float64Array | number,
+    lengths: Float64Array | number,
     total: number,
-    data: RangeData,
+    data: RangeData | "zeros" | Uint8Array,
   ): JournalWriter | null {
     const native = total <= MAX_RECORD_BYTES ? editFastNative() : null;
     if (native === null) return null;
     const journal = new JournalWriter(file, fsync, fileSize, group, randomNonce());
+    const groupBytes = group === "" ? EMPTY : new TextEncoder().encode(group);
     const out = new Float64Array(4);
     out[0] = -1;
     let failure: unknown;
     try {
-      native.journalBegin(
-        journal.#path,
-        fileSize,
-        group === "" ? EMPTY : new TextEncoder().encode(group),
-        journal.nonce,
-        fsync,
-        fd,
-        offsets,
-        lengths,
-        data.fd,
-        data.bytes,
-        data.repeat,
-        out,
-      );
+      const at = journal.#path;
+      const nonce = journal.nonce;
+      if (typeof offsets === "number") {
+        const block = data === "zeros" ? null : (data as Uint8Array);
+        native.journalFill(at, fileSize, groupBytes, nonce, fsync, fd, offsets, lengths as number, block, out);
+      } else {
+        const { fd: writeFd, bytes, repeat } = data as RangeData;
+        const sizes = lengths as Float64Array;
+        native.journalBegin(at, fileSize, groupBytes, nonce, fsync, fd, offsets, sizes, writeFd, bytes, repeat, out);
+      }
     } catch (error) {
       failure = error;
     }
@@ -271,7 +270,7 @@ export class JournalWriter {
     journal.#fd = out[0]!;
     journal.#end = out[1]!;
     journal.#crc = out[2]!;
-    journal.#records = offsets.length;
+    journal.#records = typeof offsets === "number" ? 1 : offsets.length;
     if (failure !== undefined) journal.dataError = dataWriteError(failure, file);
     return journal;
   }
