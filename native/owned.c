@@ -31,7 +31,8 @@
  *
  * Threads: as many as asked, at most one per usable CPU, claiming 2 MiB chunks one at a time; helpers read into a
  * staging mapping and move their chunks into the copy, so that the caller can take back a chunk whose helper lost
- * its CPU (see CHUNK_*). In a bench run on the loaded VM (24 copies of 32 MiB in fresh processes): 5.0-5.5 ms when
+ * its CPU (see CHUNK_* and RESCUE_*). Each chunk's pages are faulted in from user space before its pread, so that
+ * no thread holds the mmap lock while fresh memory is zeroed (see touch_pages). In a bench run on the loaded VM (24 copies of 32 MiB in fresh processes): 5.0-5.5 ms when
  * both CPUs were had, 6.6-7.3 ms with one chunk taken back, 12-20 ms in the 11 copies that met costly huge pages.
  * A copy whose helpers moved chunks in is made of several mappings (one per moved chunk, at most), all unmapped
  * together.
@@ -119,12 +120,27 @@ static void advise(uint8_t *addr, size_t length, int pages) {
  * staging mapping and moves the pages into the copy (mremap, one page-table entry for a huge page) only if the caller
  * has not taken the chunk back meanwhile: a helper that loses its CPU in the middle of a chunk (another process's
  * turn: chunks of 0.5 ms of CPU measured 4-28 ms of wall time so, in 8 of 22 copies under load) then delays the copy
- * by RESCUE_AFTER_NS, not by the whole time it waits, and never writes into memory the caller already returned. */
+ * by about RESCUE_OFF_CPU_NS, not by the whole time it waits, and never writes into memory the caller already
+ * returned. */
 enum { CHUNK_FREE = 0, CHUNK_STAGING, CHUNK_MOVING, CHUNK_TAKEN_BACK, CHUNK_DONE };
 
-/* How long the caller, out of chunks, waits for helpers' chunks before reading the rest itself: about two chunks of
- * huge pages (0.45-0.65 ms each). */
-#define RESCUE_AFTER_NS 1000000LL
+/* The caller, out of chunks, takes back a helper's chunk once the helper has spent RESCUE_OFF_CPU_NS of the time since
+ * it claimed the chunk off its CPU (waiting for one: it holds up the copy by just that), or has held the chunk longer
+ * than four of the caller's fastest chunks in this copy plus RESCUE_SLACK_NS (RESCUE_AFTER_NS before the caller has
+ * timed one), checking every RESCUE_POLL_NS. A chunk in huge pages takes 0.45-0.65 ms, in small ones 1.1-1.8 ms. */
+#define RESCUE_OFF_CPU_NS 300000LL
+#define RESCUE_SLACK_NS 500000LL
+#define RESCUE_AFTER_NS 2000000LL
+#define RESCUE_POLL_NS 100000LL
+
+/* What one thread of a copy is reading: the page size of its chunk under way (0 between chunks) and its CPU time when
+ * it began it, on the thread's CPU clock, so that the others can tell a costly huge chunk before it ends. */
+typedef struct {
+  atomic_int pages;
+  atomic_llong began;
+  clockid_t clock;
+  bool clocked;
+} thread_slot;
 
 /* One copy, shared by its threads: each claims the next 2 MiB chunk, so a thread that the machine's other work keeps
  * off a CPU holds up at most the chunk it is on (with a fixed piece per thread, the last one to be scheduled set the
@@ -142,8 +158,11 @@ typedef struct {
   uint8_t *staging;      /* helpers' slots, chunk i at i * 2 MiB; NULL without helpers */
   size_t staging_length;
   atomic_int *state;     /* per chunk, CHUNK_* */
+  atomic_llong *claimed; /* per chunk, when a helper claimed it (CLOCK_MONOTONIC ns), 0 before; and set before the */
+  long long *claimed_cpu; /* chunk is marked CHUNK_STAGING: that helper's CPU time then (ns, -1 without its clock) */
+  int *claimer;           /* and its thread slot */
   atomic_size_t next;
-  atomic_int pages;  /* the page size for the next chunk */
+  atomic_int decision;   /* DECISION(epoch, the page size for the next chunks); the epoch counts the switches */
   atomic_int err;
   atomic_llong cost[3];       /* last cost of a full chunk per page size (ns), 0 = not measured yet */
   atomic_size_t small_run;    /* chunks in small pages since huge pages were last tried */
@@ -152,7 +171,14 @@ typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t all_done;
   size_t finished;            /* chunks done (read, or skipped after an error); under lock */
+  long long fastest;          /* the caller's fastest chunk in this copy (wall ns), 0 before its first */
+  atomic_int slots_used;      /* thread slots handed out: 0 is the caller's */
+  thread_slot slots[MAX_THREADS];
 } owned_copy;
+
+#define DECISION(epoch, pages) ((epoch) << 2 | (pages))
+#define DECISION_PAGES(decision) ((decision) & 3)
+#define DECISION_EPOCH(decision) ((decision) >> 2)
 
 static int pread_full(int fd, uint8_t *dst, size_t length, uint64_t position) {
   size_t done = 0;
@@ -165,10 +191,41 @@ static int pread_full(int fd, uint8_t *dst, size_t length, uint64_t position) {
   return 0;
 }
 
-/* The page size for the next chunk: the copy's current one, or huge pages again after a run of small ones. */
-static int pages_for(owned_copy *copy) {
-  int pages = atomic_load(&copy->pages);
-  if (copy->fixed || pages != PAGES_SMALL) return pages;
+/* Whether another thread than `self` is under way on a huge chunk that has cost more than COSTLY_HUGE_CHUNK_NS of
+ * CPU so far; `*spent` gets that cost. */
+static bool costly_under_way(owned_copy *copy, int self, long long *spent) {
+  int used = atomic_load(&copy->slots_used);
+  for (int i = 0; i < used; i++) {
+    thread_slot *slot = &copy->slots[i];
+    /* pages is stored after clock and clocked were set (claim_slot), so they are read only after it. */
+    if (i == self || atomic_load(&slot->pages) != PAGES_HUGE || !slot->clocked) continue;
+    long long began = atomic_load(&slot->began);
+    struct timespec t;
+    if (clock_gettime(slot->clock, &t) != 0) continue;
+    long long so_far = (long long)t.tv_sec * 1000000000LL + t.tv_nsec - began;
+    if (so_far > COSTLY_HUGE_CHUNK_NS) {
+      *spent = so_far;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The page size for thread `self`'s next chunk, `*decision` being the copy's decision it is read under: the
+ * decision's own, or huge pages again after a run of small ones. A huge chunk of another thread that is costly
+ * already switches the copy to small pages (judge() would hear of it only at its end, 4-7 ms later, after the other
+ * threads had met more of the same). */
+static int pages_for(owned_copy *copy, int self, int *decision) {
+  int pages = DECISION_PAGES(*decision);
+  if (copy->fixed) return pages;
+  long long spent = 0;
+  if (pages == PAGES_HUGE && costly_under_way(copy, self, &spent)) {
+    int next = DECISION(DECISION_EPOCH(*decision) + 1, PAGES_SMALL);
+    atomic_store(&copy->cost[PAGES_HUGE], spent);
+    if (atomic_compare_exchange_strong(&copy->decision, decision, next)) *decision = next;
+    pages = DECISION_PAGES(*decision);
+  }
+  if (pages != PAGES_SMALL) return pages;
   if (atomic_fetch_add(&copy->small_run, 1) + 1 >= EXPLORE_EVERY) {
     atomic_store(&copy->small_run, 0);
     return PAGES_HUGE;
@@ -176,19 +233,26 @@ static int pages_for(owned_copy *copy) {
   return PAGES_SMALL;
 }
 
-/* After a full chunk in `pages` that cost `spent`: keep huge pages unless they are costly (above small pages' cost
- * once known); leave small pages for huge ones that measured cheaper. */
-static void judge(owned_copy *copy, int pages, long long spent) {
+/* After a full chunk in `pages` that cost `spent` (CPU ns), begun under `decision`: keep huge pages unless they are
+ * costly (above small pages' cost once known); leave small pages for huge ones that measured cheaper. A chunk begun
+ * before the last switch has no say: the chunks two threads had under way when one met a costly huge page were cheap
+ * huge ones, and taking their word switched the copy back to huge pages, to meet the next costly one (3 costly chunks
+ * of 6-7 ms in one 32 MiB copy). The last chunk's cost, not an average: costly chunks come in runs (the host makes
+ * some free huge pages present again and not others, and consecutive chunks get neighbouring pages); an average over
+ * 8 chunks kept huge pages after a costly one and met 2 or 3 in a row. */
+static void judge(owned_copy *copy, int decision, int pages, long long spent) {
+  if (copy->fixed || atomic_load(&copy->decision) != decision) return;
   atomic_store(&copy->cost[pages], spent);
-  if (copy->fixed) return;
   long long small = atomic_load(&copy->cost[PAGES_SMALL]);
+  int next = DECISION_PAGES(decision);
   if (pages == PAGES_HUGE) {
-    long long bar = small != 0 ? small : COSTLY_HUGE_CHUNK_NS;
-    atomic_store(&copy->pages, spent > bar ? PAGES_SMALL : PAGES_HUGE);
+    next = spent > (small != 0 ? small : COSTLY_HUGE_CHUNK_NS) ? PAGES_SMALL : PAGES_HUGE;
   } else {
     long long huge = atomic_load(&copy->cost[PAGES_HUGE]);
-    if (huge != 0 && huge < spent) atomic_store(&copy->pages, PAGES_HUGE);
+    if (huge != 0 && huge < spent) next = PAGES_HUGE;
   }
+  if (next != DECISION_PAGES(decision))
+    atomic_compare_exchange_strong(&copy->decision, &decision, DECISION(DECISION_EPOCH(decision) + 1, next));
 }
 
 static void owned_copy_release(owned_copy *copy) {
@@ -198,6 +262,9 @@ static void owned_copy_release(owned_copy *copy) {
   pthread_mutex_destroy(&copy->lock);
   pthread_cond_destroy(&copy->all_done);
   free(copy->state);
+  free(copy->claimed);
+  free(copy->claimed_cpu);
+  free(copy->claimer);
   free(copy);
 }
 
@@ -213,18 +280,37 @@ static void chunk_done(owned_copy *copy, size_t chunk) {
   pthread_mutex_unlock(&copy->lock);
 }
 
-/* Reads chunk `chunk` into `to` (its place in the copy, or a staging slot) in the page size the copy is on, timing it
- * for judge(); `*pages` gets that size. Returns 0 or an errno; nothing once the copy has failed. */
-static int read_chunk(owned_copy *copy, size_t chunk, uint8_t *to, int *pages) {
-  *pages = pages_for(copy);
+/* Faults in the pages of [to, to + n) from user space (a write to one byte per page: one per huge page), so that
+ * pread copies into present memory. A fault taken inside pread's copy (kernel mode) holds the process's mmap lock for
+ * reading, zeroing included (x86 takes the per-mapping lock for user-mode faults only); a user-mode fault holds just
+ * its mapping's lock. While one thread's pread faulted in fresh memory, another thread's mremap or madvise (which take
+ * the mmap lock for writing) waited for it: 0.15-0.24 ms on average and up to 0.57 ms, 2-16 ms when the host was
+ * faulting huge pages in again, against 0.04 and 0.005 ms after a touch (C probe, two pinned threads). In copies, a
+ * helper's next chunk began 0.04-0.24 ms after its last had been read, and a switch to small pages (madvise) waited
+ * 2-16 ms for the other thread's costly chunk. */
+static void touch_pages(uint8_t *to, size_t n, int pages) {
+  size_t step = pages == PAGES_HUGE ? HUGE_PAGE : 4096;
+  for (size_t i = 0; i < n; i += step) ((volatile uint8_t *)to)[i] = 0;
+}
+
+/* Thread `self` reads chunk `chunk` into `to` (its place in the copy, or a staging slot) in the page size the copy is
+ * on, timing it for judge(); `*pages` gets that size. Returns 0 or an errno; nothing once the copy has failed. */
+static int read_chunk(owned_copy *copy, int self, size_t chunk, uint8_t *to, int *pages) {
+  int decision = atomic_load(&copy->decision);
+  *pages = pages_for(copy, self, &decision);
   if (atomic_load(&copy->err) != 0) return 0;
   size_t at = chunk * HUGE_PAGE;
   size_t n = copy->length - at < HUGE_PAGE ? copy->length - at : HUGE_PAGE;
   /* The mappings were advised for `advised`; a chunk of the other size is advised before its first touch. */
   if (*pages != copy->advised) advise(to, HUGE_PAGE, *pages);
   long long start = cpu_ns();
+  thread_slot *slot = &copy->slots[self];
+  atomic_store(&slot->began, start);
+  atomic_store(&slot->pages, *pages);
+  touch_pages(to, n, *pages);
   int err = pread_full(copy->fd, to, n, copy->position + at);
-  if (err == 0 && n == HUGE_PAGE) judge(copy, *pages, cpu_ns() - start);
+  atomic_store(&slot->pages, 0);
+  if (err == 0 && n == HUGE_PAGE) judge(copy, decision, *pages, cpu_ns() - start);
   return err;
 }
 
@@ -235,29 +321,55 @@ static void chunk_kept(owned_copy *copy, size_t chunk, int pages, int err) {
   chunk_done(copy, chunk);
 }
 
+/* The caller reads chunk `chunk` in place, timing it (wall time: what a chunk takes to come in, for the rescue). */
+static void caller_read(owned_copy *copy, size_t chunk) {
+  long long start = now_ns();
+  int pages;
+  int err = read_chunk(copy, 0, chunk, copy->dst + chunk * HUGE_PAGE, &pages);
+  long long took = now_ns() - start;
+  if (copy->fastest == 0 || took < copy->fastest) copy->fastest = took;
+  chunk_kept(copy, chunk, pages, err);
+}
+
 /* The caller's share: chunks claimed in turn, read in place. */
 static void owned_copy_work(owned_copy *copy) {
   for (;;) {
     size_t chunk = atomic_fetch_add(&copy->next, 1);
     if (chunk >= copy->count) return;
-    int pages;
-    int err = read_chunk(copy, chunk, copy->dst + chunk * HUGE_PAGE, &pages);
-    chunk_kept(copy, chunk, pages, err);
+    caller_read(copy, chunk);
   }
+}
+
+/* A thread slot for the calling thread, its CPU clock set. With no slot left (never: at most MAX_THREADS threads), the
+ * last slot is shared, which only blurs what the others can tell of it. */
+static int claim_slot(owned_copy *copy) {
+  int self = atomic_fetch_add(&copy->slots_used, 1);
+  if (self >= MAX_THREADS) {
+    atomic_store(&copy->slots_used, MAX_THREADS);
+    return MAX_THREADS - 1;
+  }
+  thread_slot *slot = &copy->slots[self];
+  slot->clocked = pthread_getcpuclockid(pthread_self(), &slot->clock) == 0;
+  return self;
 }
 
 /* A helper's share: chunks claimed in turn, read into their staging slots and moved into the copy unless taken
  * back. Every chunk is marked done exactly once: by the helper that moved it (or failed), else by the caller. */
 static void *owned_copy_helper(void *arg) {
   owned_copy *copy = arg;
+  int self = claim_slot(copy);
+  bool clocked = copy->slots[self].clocked;
   for (;;) {
     size_t chunk = atomic_fetch_add(&copy->next, 1);
     if (chunk >= copy->count) break;
+    copy->claimer[chunk] = self;
+    copy->claimed_cpu[chunk] = clocked ? cpu_ns() : -1;
+    atomic_store(&copy->claimed[chunk], now_ns());
     int expected = CHUNK_FREE;
     if (!atomic_compare_exchange_strong(&copy->state[chunk], &expected, CHUNK_STAGING)) continue;
     uint8_t *slot = copy->staging + chunk * HUGE_PAGE;
     int pages;
-    int err = read_chunk(copy, chunk, slot, &pages);
+    int err = read_chunk(copy, self, chunk, slot, &pages);
     expected = CHUNK_STAGING;
     if (!atomic_compare_exchange_strong(&copy->state[chunk], &expected, CHUNK_MOVING)) continue;
     if (err == 0 && atomic_load(&copy->err) == 0 &&
@@ -269,30 +381,50 @@ static void *owned_copy_helper(void *arg) {
   return NULL;
 }
 
-/* The caller, out of chunks: waits up to RESCUE_AFTER_NS for the helpers' chunks, then reads in place every chunk a
- * helper has not started moving, and waits for the moves under way (a few microseconds each). */
+/* How long the helper of `chunk` (CHUNK_STAGING) has waited for a CPU since it claimed the chunk `age` ns ago; 0 when
+ * its CPU clock cannot be read (then only the hold time counts). */
+static long long off_cpu_ns(owned_copy *copy, size_t chunk, long long age) {
+  struct timespec t;
+  if (copy->claimed_cpu[chunk] < 0 || clock_gettime(copy->slots[copy->claimer[chunk]].clock, &t) != 0) return 0;
+  long long ran = (long long)t.tv_sec * 1000000000LL + t.tv_nsec - copy->claimed_cpu[chunk];
+  return age - ran;
+}
+
+/* The caller, out of chunks: reads in place every chunk a helper claimed and has not begun, or holds up (see
+ * RESCUE_OFF_CPU_NS), checks the others again after RESCUE_POLL_NS, and so on; then waits for the moves under way (a
+ * few microseconds each). A fixed wait of 1 ms from the end of the caller's own chunks cost the whole wait whenever a
+ * helper had lost its CPU long before (a chunk claimed at 1.9 ms and begun at 6.7 ms was taken back at 6.6 ms, the
+ * caller having run out at 5.6 ms), and too little for a helper's chunk of small pages that was under way. */
 static void owned_copy_finish(owned_copy *copy) {
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_nsec += RESCUE_AFTER_NS;
-  if (deadline.tv_nsec >= 1000000000L) {
-    deadline.tv_sec++;
-    deadline.tv_nsec -= 1000000000L;
-  }
-  pthread_mutex_lock(&copy->lock);
-  while (copy->finished < copy->count)
-    if (pthread_cond_timedwait(&copy->all_done, &copy->lock, &deadline) == ETIMEDOUT) break;
-  bool all = copy->finished == copy->count;
-  pthread_mutex_unlock(&copy->lock);
-  if (all) return;
-  for (size_t chunk = 0; chunk < copy->count; chunk++) {
-    int state = atomic_load(&copy->state[chunk]);
-    if ((state == CHUNK_FREE || state == CHUNK_STAGING) &&
-        atomic_compare_exchange_strong(&copy->state[chunk], &state, CHUNK_TAKEN_BACK)) {
-      int pages;
-      int err = read_chunk(copy, chunk, copy->dst + chunk * HUGE_PAGE, &pages);
-      chunk_kept(copy, chunk, pages, err);
+  long long hold = copy->fastest != 0 ? 4 * copy->fastest + RESCUE_SLACK_NS : RESCUE_AFTER_NS;
+  for (;;) {
+    long long now = now_ns();
+    bool pending = false;
+    bool read = false;
+    for (size_t chunk = 0; chunk < copy->count; chunk++) {
+      int state = atomic_load(&copy->state[chunk]);
+      if (state != CHUNK_FREE && state != CHUNK_STAGING) continue;
+      if (state == CHUNK_STAGING) {
+        long long age = now - atomic_load(&copy->claimed[chunk]);
+        if (age < hold && off_cpu_ns(copy, chunk, age) < RESCUE_OFF_CPU_NS) {
+          pending = true;
+          continue;
+        }
+      }
+      if (atomic_compare_exchange_strong(&copy->state[chunk], &state, CHUNK_TAKEN_BACK)) {
+        caller_read(copy, chunk);
+        read = true;
+      }
     }
+    if (read) continue;
+    if (!pending) break;
+    long long due = now_ns() + RESCUE_POLL_NS;
+    struct timespec deadline = {.tv_sec = due / 1000000000LL, .tv_nsec = due % 1000000000LL};
+    pthread_mutex_lock(&copy->lock);
+    if (copy->finished < copy->count) (void)pthread_cond_timedwait(&copy->all_done, &copy->lock, &deadline);
+    bool all = copy->finished == copy->count;
+    pthread_mutex_unlock(&copy->lock);
+    if (all) return;
   }
   pthread_mutex_lock(&copy->lock);
   while (copy->finished < copy->count) pthread_cond_wait(&copy->all_done, &copy->lock);
@@ -304,8 +436,13 @@ static owned_copy *owned_copy_new(int fd, size_t count) {
   owned_copy *copy = calloc(1, sizeof *copy);
   if (copy == NULL) return NULL;
   copy->state = calloc(count, sizeof *copy->state);
+  copy->claimed = calloc(count, sizeof *copy->claimed);
+  copy->claimed_cpu = calloc(count, sizeof *copy->claimed_cpu);
+  copy->claimer = calloc(count, sizeof *copy->claimer);
   pthread_condattr_t attr;
-  int err = copy->state == NULL ? ENOMEM : pthread_condattr_init(&attr);
+  int err = copy->state == NULL || copy->claimed == NULL || copy->claimed_cpu == NULL || copy->claimer == NULL
+                ? ENOMEM
+                : pthread_condattr_init(&attr);
   if (err == 0) {
     (void)pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     err = pthread_cond_init(&copy->all_done, &attr);
@@ -319,6 +456,9 @@ static owned_copy *owned_copy_new(int fd, size_t count) {
   }
   if (err != 0) {
     free(copy->state);
+    free(copy->claimed);
+    free(copy->claimed_cpu);
+    free(copy->claimer);
     free(copy);
     errno = err;
     return NULL;
@@ -427,15 +567,24 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
   copy->fixed = fixed;
   copy->count = count;
   atomic_init(&copy->next, 0);
-  atomic_init(&copy->pages, start);
+  atomic_init(&copy->decision, DECISION(0, start));
   atomic_init(&copy->err, 0);
   atomic_init(&copy->small_run, 0);
   atomic_init(&copy->refs, 1);
+  atomic_init(&copy->slots_used, 0);
+  for (int i = 0; i < MAX_THREADS; i++) {
+    atomic_init(&copy->slots[i].pages, 0);
+    atomic_init(&copy->slots[i].began, 0);
+  }
+  (void)claim_slot(copy); /* the caller's: 0 */
   for (int i = 0; i < 3; i++) {
     atomic_init(&copy->cost[i], 0);
     atomic_init(&copy->chunks[i], 0);
   }
-  for (size_t i = 0; i < count; i++) atomic_init(&copy->state[i], CHUNK_FREE);
+  for (size_t i = 0; i < count; i++) {
+    atomic_init(&copy->state[i], CHUNK_FREE);
+    atomic_init(&copy->claimed[i], 0);
+  }
   if (n > 1) {
     /* Address space only: a slot's pages exist once its helper reads into it, and leave it when moved. */
     copy->staging = st_huge_map(count * HUGE_PAGE, &copy->staging_length, start == PAGES_HUGE);
@@ -450,7 +599,7 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
     chunks_out[0] = (double)atomic_load(&copy->chunks[PAGES_HUGE]);
     chunks_out[1] = (double)atomic_load(&copy->chunks[PAGES_SMALL]);
   }
-  int ended_on = atomic_load(&copy->pages);
+  int ended_on = DECISION_PAGES(atomic_load(&copy->decision));
   owned_copy_release(copy);
   if (err != 0) {
     munmap(addr, map_length);
