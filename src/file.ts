@@ -61,12 +61,12 @@ export class SafetensorsFile extends HeaderView<SyncByteSource> {
   /** Read and validate the header of `source`. The file owns the source from here on and closes it. */
   static open(source: SyncByteSource, options: HeaderOptions = {}): SafetensorsFile {
     try {
-      const n = readHeaderLength(
-        source.byteLength >= 8 ? source.read(0, 8) : new Uint8Array(0),
-        source.byteLength,
-        options,
-      );
-      const bytes = source.read(8, n);
+      // The header from the bytes the source read at open when it still has them (no copy; nothing here keeps them).
+      const head = source.head?.();
+      const prefix =
+        head != null && head.length >= 8 ? head : source.byteLength >= 8 ? source.read(0, 8) : new Uint8Array(0);
+      const n = readHeaderLength(prefix, source.byteLength, options);
+      const bytes = head != null && 8 + n <= head.length ? head.subarray(8, 8 + n) : source.read(8, n);
       const records = source.scanHeader?.(bytes);
       const header =
         (records && headerFromScan(records, bytes, source.byteLength)) ??

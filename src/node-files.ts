@@ -21,7 +21,7 @@ import {
   type SerializeOptions,
   serialize,
 } from "./format/serialize.js";
-import { registerWindow } from "./io/file-views.js";
+import { mappedFile, registerWindow } from "./io/file-views.js";
 import { loadNative, mapViews, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "./io/node-file.js";
 import { MmapSource } from "./io/node-mmap.js";
@@ -84,6 +84,9 @@ export function defaultBackend(): "mmap" | "pread" {
   return loadNative() ? "mmap" : "pread";
 }
 
+/** Shared, so that an open makes no options object (see src/format/wide.ts). */
+const POPULATE = { populate: true } as const;
+
 /** Open `path` with `backend` and apply the interrupted-edit `policy` (the journal is looked for by the open). */
 function openSource(path: string, backend: Backend, policy: EditPolicy, populate = false): SyncByteSource {
   const resolved = backend === "auto" ? defaultBackend() : backend;
@@ -104,7 +107,7 @@ function openSource(path: string, backend: Backend, policy: EditPolicy, populate
     throw error;
   }
   // The sources own the descriptor from here on (and close it if they fail).
-  if (resolved === "mmap") return MmapSource.opened(path, opened, { populate });
+  if (resolved === "mmap") return MmapSource.opened(path, opened, populate ? POPULATE : undefined);
   return PreadSource.opened(opened, readOwnedFrom);
 }
 
@@ -165,7 +168,7 @@ function loadMapped(path: string, options: LoadFileOptions): Map<string, Tensor>
   const views = mapViews(path, options.interruptedEdit !== "ignore", limit);
   if (views === null) return null;
   const { window, numbers, names } = views;
-  registerWindow(new Uint8Array(window), { path, dev: numbers[0]!, ino: numbers[1]! }, 0);
+  registerWindow(new Uint8Array(window), mappedFile(path, numbers[0]!, numbers[1]!), 0);
   const dataStart = numbers[2]!;
   const count = numbers[3]!;
   // One frozen array per distinct shape, shared by the tensors of that shape (they cannot change it). Dims below

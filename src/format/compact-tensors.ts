@@ -6,6 +6,7 @@
  */
 import type { Dtype, DtypeInfo } from "./dtypes.js";
 import type { TensorInfo } from "./header.js";
+import { WIDE } from "./wide.js";
 
 /**
  * The `ndim` dimensions from `numbers[at]` on, as a new array of small integers (frozen by the caller). Numbers read
@@ -22,35 +23,67 @@ function shapeAt(numbers: Float64Array, at: number, ndim: number): number[] {
   return shape;
 }
 
+/** What `locate` answers: a class whose number fields are doubles from the start (wide.ts). */
+class TensorSpan {
+  dtype: Dtype = "BOOL";
+  shape: readonly number[] = EMPTY_SHAPE;
+  begin = WIDE;
+  byteLength = WIDE;
+}
+
+const EMPTY_SHAPE: readonly number[] = Object.freeze([]);
+
 export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
-  readonly #names: readonly string[];
+  /** The header's text, and per tensor its name's [start, end) in it at `#starts[i] - 4` in `#numbers`. */
+  readonly #text: string;
+  /** The names, made from `#text` when first needed: opening a file and closing it makes none. */
+  #nameList: readonly string[] | undefined;
   /** Name to position, made on the first lookup by name (opening a file and loadFile need none). */
   #index: Map<string, number> | undefined;
   /** The position after the last one looked up by name. */
   #next = 0;
   readonly #dtypes: readonly DtypeInfo[];
-  /** Per tensor, where its `ndim, dims…, begin, end` start in `#numbers`. */
-  readonly #starts: Int32Array;
+  /** Per tensor, where its `ndim, dims…, begin, end` start in `#numbers` (its name's bounds are the 4th and 3rd before). */
+  readonly #starts: readonly number[];
   readonly #numbers: Float64Array;
   readonly #infos: (TensorInfo | undefined)[];
   /** Per tensor, its frozen shape once made (shared with its info, and with the next tensors of the same shape). */
   readonly #shapes: (readonly number[] | undefined)[];
   #lastShape: readonly number[] | undefined;
   /** What `locate` answers, reused by every call. */
-  readonly #span = { dtype: "BOOL" as Dtype, shape: [] as readonly number[], begin: 0, byteLength: 0 };
+  readonly #span = new TensorSpan();
 
-  /** Takes ownership of every argument; `names` must be distinct. */
-  constructor(names: readonly string[], dtypes: readonly DtypeInfo[], starts: Int32Array, numbers: Float64Array) {
-    this.#names = names;
+  /**
+   * Takes ownership of every argument; the names the numbers give must be distinct. Names are sliced from `text`
+   * when first asked for: on a warm open of the benchmark's 48-tensor checkpoint, slicing them at open was ~1.5 µs
+   * of ~18 (opening and closing a file never needs them).
+   */
+  constructor(text: string, dtypes: readonly DtypeInfo[], starts: readonly number[], numbers: Float64Array) {
+    this.#text = text;
     this.#dtypes = dtypes;
     this.#starts = starts;
     this.#numbers = numbers;
-    this.#infos = new Array(names.length);
-    this.#shapes = new Array(names.length);
+    this.#infos = new Array(starts.length);
+    this.#shapes = new Array(starts.length);
   }
 
   get size(): number {
-    return this.#names.length;
+    return this.#starts.length;
+  }
+
+  get #names(): readonly string[] {
+    if (this.#nameList === undefined) {
+      const text = this.#text;
+      const numbers = this.#numbers;
+      const starts = this.#starts;
+      const names: string[] = [];
+      for (let i = 0; i < starts.length; i++) {
+        const at = starts[i]!;
+        names.push(text.slice(numbers[at - 4]!, numbers[at - 3]!));
+      }
+      this.#nameList = names;
+    }
+    return this.#nameList;
   }
 
   #lookup(): Map<string, number> {
@@ -70,7 +103,8 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
    */
   #indexOf(name: string): number | undefined {
     const next = this.#next;
-    if (next < this.#names.length && this.#names[next] === name) {
+    const names = this.#names;
+    if (next < names.length && names[next] === name) {
       this.#next = next + 1;
       return next;
     }
@@ -158,12 +192,13 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
     fn: (name: string, dtype: DtypeInfo, shape: readonly number[], begin: number, byteLength: number) => void,
   ): void {
     const numbers = this.#numbers;
-    for (let i = 0; i < this.#names.length; i++) {
+    const names = this.#names;
+    for (let i = 0; i < names.length; i++) {
       let at = this.#starts[i]!;
       const ndim = numbers[at++]!;
       const shape = shapeAt(numbers, at, ndim);
       at += ndim;
-      fn(this.#names[i]!, this.#dtypes[i]!, Object.freeze(shape), numbers[at]!, numbers[at + 1]! - numbers[at]!);
+      fn(names[i]!, this.#dtypes[i]!, Object.freeze(shape), numbers[at]!, numbers[at + 1]! - numbers[at]!);
     }
   }
 

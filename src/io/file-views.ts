@@ -2,6 +2,7 @@
  * Which views are windows onto a file: memory maps register each window here, so that a save of tensors that are
  * views of a file can copy the bytes file to file (`copy_file_range`, as `cp` does) instead of from memory. Node-only.
  */
+import { keepShape, WIDE } from "../format/wide.js";
 
 /**
  * A mapped file: its path when it was opened and its identity (`fs.fstatSync`'s dev and ino of the descriptor that
@@ -13,11 +14,39 @@ export interface MappedFile {
   readonly ino: number;
 }
 
-const windows = new WeakMap<ArrayBufferLike, { file: MappedFile; start: number }>();
+/** The identity of a mapped file, as every window names it (a class: see native.ts AddonOpenedFile). */
+class FileIdentity implements MappedFile {
+  constructor(
+    readonly path: string,
+    readonly dev: number,
+    readonly ino: number,
+  ) {}
+}
+
+export function mappedFile(path: string, dev: number, ino: number): MappedFile {
+  if (!fileKept) fileKept = keepShape(new FileIdentity("", WIDE, WIDE));
+  return new FileIdentity(path, dev, ino);
+}
+
+/** One kept alive for its hidden class, its number fields doubles (src/format/wide.ts). */
+let fileKept = false;
+
+/** Where a window's bytes come from (a class: an object literal with a double field is copied by a runtime call). */
+class WindowOrigin {
+  constructor(
+    readonly file: MappedFile,
+    readonly start: number,
+  ) {}
+}
+
+const windows = new WeakMap<ArrayBufferLike, WindowOrigin>();
+/** One kept alive for its hidden class (src/format/wide.ts). */
+let originKept = false;
 
 /** `view` is a window of `file` whose byte 0 is byte `start` of the file. */
 export function registerWindow(view: ArrayBufferView, file: MappedFile, start: number): void {
-  windows.set(view.buffer, { file, start: start - view.byteOffset });
+  if (!originKept) originKept = keepShape(new WindowOrigin(file, WIDE));
+  windows.set(view.buffer, new WindowOrigin(file, start - view.byteOffset));
 }
 
 /** The file and offset `view`'s bytes come from, or null when it is not a registered window. */

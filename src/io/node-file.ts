@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { nativeHeaderScanner, type OpenedFile, openHead, preadParallel } from "./native.js";
+import { headBytes, nativeHeaderScanner, type OpenedFile, openHead, preadParallel } from "./native.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
 /** Bytes read at open, enough for most headers: the header is then parsed without another read. */
@@ -35,7 +35,7 @@ export function openWithHead(path: string, journal = false): OpenedFile {
     if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
     const head = new Uint8Array(Math.min(HEAD_BYTES, stat.size));
     preadInto(fd, head, 0);
-    return { fd, size: stat.size, head, dev: stat.dev, ino: stat.ino, journal: undefined };
+    return { fd, size: stat.size, head, headOpen: -1, dev: stat.dev, ino: stat.ino, journal: undefined };
   } catch (error) {
     fs.closeSync(fd);
     throw ioError(error, `cannot read ${path}`);
@@ -102,12 +102,16 @@ export class PreadSource implements SyncByteSource {
   readonly byteLength: number;
   private fd: number | null;
 
-  /** Takes ownership of `fd`; `head`, if given, holds the file's first bytes (served without a read). */
+  /**
+   * Takes ownership of `fd`; `head`, if given, holds the file's first bytes (served without a read while
+   * {@link headBytes} says they are there: `headOpen`, -1 when they are memory of their own).
+   */
   constructor(
     fd: number,
     byteLength: number,
     private readonly readFresh: OwnedReader = plainOwnedReader,
-    private readonly head: Uint8Array = new Uint8Array(0),
+    private readonly initial: Uint8Array = new Uint8Array(0),
+    private readonly initialOpen = -1,
   ) {
     this.fd = fd;
     this.byteLength = byteLength;
@@ -119,7 +123,7 @@ export class PreadSource implements SyncByteSource {
 
   /** Over a file {@link openWithHead} opened (takes ownership of its descriptor). */
   static opened(file: OpenedFile, readFresh?: OwnedReader): PreadSource {
-    return new PreadSource(file.fd, file.size, readFresh, file.head);
+    return new PreadSource(file.fd, file.size, readFresh, file.head, file.headOpen);
   }
 
   get descriptor(): number {
@@ -135,7 +139,10 @@ export class PreadSource implements SyncByteSource {
         `a read of ${length} bytes exceeds this runtime's largest buffer (${MAX_BUFFER_BYTES} bytes); read it in slices`,
       );
     }
-    if (offset + length <= this.head.length) return this.head.slice(offset, offset + length);
+    if (offset + length <= this.initial.length) {
+      const head = this.head();
+      if (head !== null) return head.slice(offset, offset + length);
+    }
     const fd = this.descriptor;
     try {
       return length < 64 * 1024 ? plainOwnedReader(fd, offset, length) : this.readFresh(fd, offset, length);
@@ -146,6 +153,10 @@ export class PreadSource implements SyncByteSource {
 
   readOwned(offset: number, length: number): Uint8Array {
     return this.read(offset, length);
+  }
+
+  head(): Uint8Array | null {
+    return this.fd === null ? null : headBytes(this.initial, this.initialOpen);
   }
 
   /** Read into caller-provided memory (reused buffers avoid first-touch page faults). */

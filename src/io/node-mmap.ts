@@ -11,8 +11,8 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { type MappedFile, registerWindow } from "./file-views.js";
-import { MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
+import { type MappedFile, mappedFile, registerWindow } from "./file-views.js";
+import { headBytes, MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
 import { ioError, type OpenedFile, openWithHead } from "./node-file.js";
 import { readOwnedFrom } from "./node-owned.js";
 import { checkRange, type SyncByteSource } from "./source.js";
@@ -50,16 +50,17 @@ export class MmapSource implements SyncByteSource {
   private readonly chunks: ArrayBuffer[] = [];
   private readonly shared = uncountedWindows();
   private closed = false;
+  /** The first bytes read at open (see `headBytes`: `initialOpen` says whether they are still there). */
+  private readonly initial: Uint8Array;
+  private readonly initialOpen: number;
 
   /** Takes ownership of the descriptor (kept open for owned copies, read with pread rather than page faults). */
-  private constructor(
-    opened: OpenedFile,
-    private readonly head: Uint8Array,
-    path: string,
-  ) {
+  private constructor(opened: OpenedFile, path: string) {
+    this.initial = opened.head;
+    this.initialOpen = opened.headOpen;
     this.byteLength = opened.size;
     this.fd = opened.fd;
-    this.file = { path, dev: opened.dev, ino: opened.ino };
+    this.file = mappedFile(path, opened.dev, opened.ino);
   }
 
   static open(path: string, options: MmapOptions = {}): MmapSource {
@@ -68,7 +69,7 @@ export class MmapSource implements SyncByteSource {
 
   /** Over the file at `path` that {@link openWithHead} opened (takes ownership of its descriptor). */
   static opened(path: string, opened: OpenedFile, options: MmapOptions = {}): MmapSource {
-    const source = new MmapSource(opened, opened.head, path);
+    const source = new MmapSource(opened, path);
     if (options.populate) {
       try {
         source.mapped = Mapping.open(opened.fd, opened.size);
@@ -106,7 +107,7 @@ export class MmapSource implements SyncByteSource {
     const first = this.chunks[0];
     if (
       first !== undefined &&
-      offset >= this.head.length &&
+      offset >= this.initial.length &&
       length >= 0 &&
       offset + length <= first.byteLength &&
       offset + length <= this.byteLength
@@ -120,7 +121,10 @@ export class MmapSource implements SyncByteSource {
         `a view of ${length} bytes exceeds this runtime's largest ArrayBuffer view (${MAX_WINDOW_LENGTH} bytes); read it in slices`,
       );
     }
-    if (offset + length <= this.head.length) return this.head.slice(offset, offset + length);
+    if (offset + length <= this.initial.length) {
+      const head = this.head();
+      if (head !== null) return head.slice(offset, offset + length);
+    }
     if (this.shared) {
       const index = Math.floor(offset / MAX_WINDOW_LENGTH);
       const start = index * MAX_WINDOW_LENGTH;
@@ -138,6 +142,10 @@ export class MmapSource implements SyncByteSource {
     const view = this.mapping.bytes(offset, length);
     registerWindow(view, this.file, offset);
     return view;
+  }
+
+  head(): Uint8Array | null {
+    return this.closed ? null : headBytes(this.initial, this.initialOpen);
   }
 
   /** Owned copies are read with pread into fresh memory (node-owned.ts), never served from the mapping. */

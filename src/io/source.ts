@@ -23,6 +23,12 @@ export interface SyncByteSource {
    * null when the scanner cannot settle them and the JavaScript reader must.
    */
   scanHeader?(headerBytes: Uint8Array): Float64Array | null;
+  /**
+   * Optional: the source's first bytes as read when it was opened, while it still has them (a view, never to be
+   * written, valid until the next file is opened), so that the header is read from them without a copy; null or
+   * undefined when they are gone (the header is then read with `read`).
+   */
+  head?(): Uint8Array | null;
   close(): void;
 }
 
