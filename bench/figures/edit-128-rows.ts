@@ -98,31 +98,38 @@ function referencePython(): string | null {
  * runs the reference reads the edited file with safe_open and requires every tensor to equal the checkpoint's except
  * those rows, which must be zero.
  *
- * Where our time goes (fresh processes on the 2-core VM at load 2–5, medians of 9–15 runs; a probe with the
- * figure's setup, phases bisected with performance.now; the system calls' share measured by a C program making the
- * same calls, interleaved with it). `openForEdit` 0.26–0.33 ms: the addon's openHead (open, fstat, 16 KiB read, the
- * journal's stat: ~0.04), the header validated by SafetensorsFile.open (0.10–0.14, 0.29 after the worker's gc()),
- * the read-write descriptor (addon, identity checked, ~0.02) and the rest first-run JavaScript. `write` 1.0–1.1 ms:
- * one native call (journalBegin) 0.57–0.67 (journal created O_EXCL 0.02–0.04; the old 1 MiB read through a shared
- * mapping, CRC-32C 0.04, written with the header in one pwritev into fresh page-cache pages: 0.25–0.45, most of it
- * ext4's per-block delayed-allocation work and the copy; the rows written from one 64 KiB zero block 0.05–0.10);
- * the rest is JavaScript run for the first time in the process (V8 compiles each function at its first call:
- * ~7 µs a function plus ~1.3 µs a line here): the slice plan 0.08, placing the ranges, the fill block and the
- * journal writer ~0.25. `commit` 0.14–0.17 (journalEnd: close and unlink, the journal's pages freed, 0.10–0.13);
- * `close` 0.04. The same system calls from a C program: 0.39–0.59 ms in all. np.memmap's 0.47–0.54 ms is header
- * 0.07, `np.memmap` itself 0.34 (Python), the assignment 0.10 (256 write faults on cached pages), `del` 0.03: its
- * kernel work is ~0.1 ms, ours (the undo journal: 1 MiB copied into a new file and freed again) 0.4–0.6, so this
- * figure cannot reach 1× on this VM with the journal kept next to the file.
+ * Where our time goes (fresh processes on the 2-core VM shared with other work, load 1.4–2.9, medians of 9–11,
+ * ours and numpy interleaved; a probe with the figure's setup and its gc(), phases bisected with performance.now; the
+ * native calls timed alone in a fresh Node, with clock_gettime inside them in a test build, and against a C program
+ * making the same system calls). In all 1.49–1.57 ms where the code before journalFill took 1.67–1.76 in the same
+ * runs, numpy 0.80–0.85 (the figure itself, `npm run bench -- --runs 9 --only edit_128_rows` at load 2.4: 1.95 vs
+ * 0.60 ms, ours 1.5–2.4 from run to run).
+ * Native, ~0.85 ms: openHead 0.04 (its first call was in the setup), the writable descriptor 0.01, journalFill
+ * 0.65–0.71 — the journal created O_EXCL 0.03–0.09, the old 1 MiB mapped 0.01–0.02 and CRC-32C'd 0.07–0.11 (13 faults
+ * on the mapping), written with the header in one pwritev 0.27–0.29, unmapped 0.03–0.06, the rows zeroed from one
+ * page of zeros repeated 0.10–0.13 — and journalEnd (close, unlink) 0.08–0.10. The same call made again in the same
+ * process takes 0.35–0.45: every phase of the first runs 1.5–2× slower (cold caches and predictors after the setup,
+ * the gc() and JavaScript: 0.63 without the gc()), and a C program's first makes it in 0.45–0.65. JavaScript,
+ * ~0.6: 22 functions run for the first time (~11 KiB of source: openForEdit and EditHandle, the header checked
+ * by SafetensorsFile.open — compiled in the setup —, write, planWrite, leadingRows, #fillFirst, JournalWriter.begin
+ * and journalPathFor, commit, the journal's remove, close), whose compilation is ~0.6 ms of it (the same probe under
+ * --no-lazy, a diagnostic only: 1.84 → 1.24 ms), the rest their first run through the interpreter. np.memmap's time
+ * is header 0.07, `np.memmap` itself 0.34 (Python), the assignment 0.10 (256 write faults on cached pages), `del`
+ * 0.03: its kernel work is ~0.1 ms, ours (the undo journal: 1 MiB copied into a new file and freed again, and its
+ * CRC) 0.45–0.7, so this figure cannot reach 1× on this VM with the journal kept next to the file.
  *
  * Tried, measured, not kept: the journal's old bytes by copy_file_range or sendfile (0.53 ms vs 0.25–0.46 through
  * the mapping), pread into fresh memory (0.88), into a 2 MiB THP buffer (0.40), into a reused 64 KiB buffer
- * 64 KiB at a time (0.76), CRC and pwrite in 64–256 KiB chunks (0.39–0.42), MAP_POPULATE (0.34) or MADV_WILLNEED
- * (0.33) on the mapping, O_DIRECT for the journal (0.73, unlink 0.31), fallocate before writing (0.23, unlink
- * 0.14); the rows through a shared writable mapping (0.12–0.20 vs 0.05–0.06 for pwritev of the zero block);
- * --single-threaded (no change: not V8's threads). Kept (2.3–2.8 → ~1.5 ms in the probe): the header read
- * through positional reads (no mmap source), the journal created, its records and the data written in one native
- * call, close + unlink in one, the writable open natively, no node:path in journalPathFor, fewer first-run
- * functions on the exact-slice path.
+ * 64 KiB at a time (0.76), CRC and pwrite in 64–256 KiB chunks (0.39–0.42), MAP_POPULATE (0.34; in the C program
+ * mapping 0.081 + CRC 0.108 vs 0.011 + 0.146) or MADV_WILLNEED (0.33) on the mapping, O_DIRECT for the journal
+ * (0.73, unlink 0.31), fallocate before writing (0.23, unlink 0.14); the rows through a shared writable mapping
+ * (0.12–0.20 vs 0.05–0.06 for pwritev of the zero block); --single-threaded (no change: not V8's threads). Kept
+ * (2.3–2.8 → ~1.5 ms in the probe): the header read through positional reads (no mmap source), the journal
+ * created, its record and the data written in one native call (for a first fill of one range journalFill, which
+ * takes the range as two numbers: no arrays made), zeros from one 4 KiB page repeated (in the C program 0.050 ms
+ * vs 0.062 for a 64 KiB block), the native buffers sized by what they hold (the first call's faults 67 → 62),
+ * close + unlink in one, the writable open natively, no node:path in journalPathFor, the first fill's path through
+ * a dozen fewer functions (no slice placing, fill block, journal append or rollback functions).
  */
 export default defineFigure<{ copy: string }>({
   name: "edit_128_rows",
