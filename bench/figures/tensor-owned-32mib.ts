@@ -7,13 +7,24 @@ type OurFile = ReturnType<Lib["openFile"]>;
 /**
  * One 32 MiB tensor copied into memory the caller owns, every page touched.
  *
- * Where the time goes (2-vCPU VM with a free-page-reporting balloon, THP `madvise`; see native/owned.c): the
+ * Where the time goes (2-vCPU nested VM with a free-page-reporting balloon, THP `madvise`; see native/owned.c): the
  * reference maps the file and clones into fresh 4 KiB pages, 8,737 faults, 20-25 ms of CPU over torch's two threads,
- * 11.3-16 ms of wall time when it gets both CPUs. Ours reads into fresh huge pages with pread: 0.45-0.65 ms of CPU a
- * 2 MiB chunk (zeroing a third, the page-cache copy half), 5.0-5.5 ms for the figure with both CPUs, 6-9 ms with one.
- * After the guest has freed much memory (a 2.4 GiB file written and removed, as the save figures do), the host has
- * dropped the free 2 MiB blocks, and each huge page costs 4-6.5 ms to fault in again; the copy then falls back to
- * 4 KiB pages (1.1-2 ms a chunk, like the reference's pages) and the ratio falls to about 1x.
+ * 11-16 ms of wall time when it gets both CPUs. Ours, traced in fresh processes when the host had the memory: from
+ * 0.15 to 0.25 ms before the first chunk (mappings, one helper thread), then 2 MiB chunks of 0.45-0.65 ms of CPU each
+ * on both threads (the huge page's fault and zeroing 0.17-0.25 ms, the page-cache copy 0.25-0.4 ms), a helper's move
+ * of its chunk into the copy 0.04-0.05 ms (0.1-0.4 ms when the caller is faulting a page of the copy in), the last
+ * chunk and the ArrayBuffer 0.1-0.2 ms: 4.5-6.0 ms in the addon, 0.2-0.3 ms of JavaScript around it (first calls), the
+ * touch loop below 0.4-0.7 ms. Medians of 10 fresh processes each, alternated: 6.29 ms before this session's changes,
+ * 6.12 ms after (they are for the bad cases below, not the good one).
+ *
+ * The variance: (1) another process takes a CPU from a thread mid-chunk (chunks of 0.5 ms took 4-28 ms of wall time);
+ * the caller takes the chunk back once its helper has waited 0.3 ms for a CPU. (2) After the guest has freed much
+ * memory (a 2.4 GiB file written and removed, by the save figures or anyone else on the machine), the host has
+ * dropped free 2 MiB blocks, and some huge pages cost 5-7 ms to zero (perf: 99% clear_page, the host faulting the
+ * block in 4 KiB at a time); the copy then switches to 4 KiB pages (1.1-1.8 ms a chunk, like the reference's pages)
+ * and the figure takes 11-16 ms, about 1x: no choice made in the copy avoids that cost, only its repetition. While
+ * this was measured, other work wrote and removed 2.4 GiB files every few minutes: bench runs of 7 took auto 6.52 ms
+ * against 15.1 ms (2.31x; mmap 2.55x, pread 1.14x) in one run and 12.6 against 15.6 ms (1.24x) in the next.
  */
 export default defineFigure<OurFile>({
   name: "tensor_owned_32mib",
