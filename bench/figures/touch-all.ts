@@ -1,7 +1,16 @@
 import { checkBackend, firstAndLast, openChecked } from "./touch.js";
 import { defineFigure } from "./types.js";
 
-/** Open + every tensor's default view + its first and last element: a model that reads every weight once. */
+/**
+ * Open + every tensor's default view + its first and last element: a model that reads every weight once.
+ *
+ * The window in a fresh process, after the setup's open and the worker's gc() (probe, 6 processes, load ~2): open
+ * 83-107 µs, offsetKeys 11-13, the first getTensor 51-61 (the file mapped, its window made and registered), the first
+ * element read 43-65 (firstAndLast compiled on its first call, two page faults), the other 47 getTensor calls 40-43,
+ * the other reads 248-319 (about 42 first-touch page faults of the mapping, ~6 µs each here; the reference takes them
+ * too). The open right after a full GC had cost 150-250 µs: the hidden classes of objects that live only during an
+ * open were collected and rebuilt (src/format/wide.ts); the first getTensor ~110 µs.
+ */
 export default defineFigure<void>({
   name: "touch_all",
   method: {

@@ -46,9 +46,10 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
   /** Per tensor, where its `ndim, dims…, begin, end` start in `#numbers` (its name's bounds are the 4th and 3rd before). */
   readonly #starts: readonly number[];
   readonly #numbers: Float64Array;
-  readonly #infos: (TensorInfo | undefined)[];
+  /** Made on first use, as `#shapes` (opening and closing a file needs neither). */
+  #infos: (TensorInfo | undefined)[] | undefined;
   /** Per tensor, its frozen shape once made (shared with its info, and with the next tensors of the same shape). */
-  readonly #shapes: (readonly number[] | undefined)[];
+  #shapes: (readonly number[] | undefined)[] | undefined;
   #lastShape: readonly number[] | undefined;
   /** What `locate` answers, reused by every call. */
   readonly #span = new TensorSpan();
@@ -63,8 +64,6 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
     this.#dtypes = dtypes;
     this.#starts = starts;
     this.#numbers = numbers;
-    this.#infos = new Array(starts.length);
-    this.#shapes = new Array(starts.length);
   }
 
   get size(): number {
@@ -123,6 +122,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
   }
 
   #at(i: number): TensorInfo {
+    this.#infos ??= new Array(this.#starts.length);
     let info = this.#infos[i];
     if (info === undefined) {
       const numbers = this.#numbers;
@@ -149,6 +149,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
    * a runtime call, made before V8 has optimized anything.
    */
   #shape(i: number): readonly number[] {
+    this.#shapes ??= new Array(this.#starts.length);
     let shape = this.#shapes[i];
     if (shape === undefined) {
       const numbers = this.#numbers;
@@ -204,9 +205,9 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
 
   /** Every info, made in one plain loop (iterators over them need no generator). */
   #all(): TensorInfo[] {
-    const infos = this.#infos;
-    for (let i = 0; i < infos.length; i++) if (infos[i] === undefined) this.#at(i);
-    return infos as TensorInfo[];
+    const count = this.#starts.length;
+    for (let i = 0; i < count; i++) this.#at(i);
+    return (this.#infos ?? []) as TensorInfo[];
   }
 
   keys(): MapIterator<string> {

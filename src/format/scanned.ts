@@ -27,8 +27,12 @@ const ascii = new TextDecoder("utf-8", { ignoreBOM: true });
 export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, fileLength: number): Header | null {
   const headerLength = headerBytes.length;
   const text = ascii.decode(headerBytes);
-  const dtypes: DtypeInfo[] = [];
-  const starts: number[] = [];
+  // Sized once for the most tensors the records can hold (8 numbers each at least), cut to the count at the end:
+  // grown by push, the two arrays were allocated 7 times each for 48 tensors.
+  const most = Math.floor(records.length / 8);
+  const dtypes: DtypeInfo[] = new Array(most);
+  const starts: number[] = new Array(most);
+  let count = 0;
   let metadata: Map<string, string> | null = null;
   let position = 0;
   let info: DtypeInfo | undefined;
@@ -53,9 +57,9 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
       info = dtypeInfo(text.slice(dtypeStart, dtypeStart + dtypeLength));
       if (info === undefined) return null;
     }
-    dtypes.push(info);
+    dtypes[count] = info;
     at += 4;
-    starts.push(at);
+    starts[count++] = at;
     const ndim = records[at++]!;
     let bits = info.bits;
     for (let d = 0; d < ndim; d++) {
@@ -71,11 +75,13 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
     position = end;
   }
   if (position + 8 + headerLength !== fileLength) return null;
+  dtypes.length = count;
+  starts.length = count;
   // The records live in a buffer the scanner reuses: keep a copy.
   const tensors = new CompactTensors(text, dtypes, starts, records.slice());
   if (!headerKept)
-    headerKept = keepShape(scannedHeader(WIDE, WIDE, WIDE, null, new CompactTensors("", [], [], WIDE_EMPTY)));
-  return scannedHeader(headerLength, position, fileLength, metadata, tensors);
+    headerKept = keepShape(new ScannedHeader(WIDE, WIDE, WIDE, null, new CompactTensors("", [], [], WIDE_EMPTY)));
+  return new ScannedHeader(headerLength, position, fileLength, metadata, tensors);
 }
 
 /** Every header made here is one of these (a class: an object literal with double fields is copied by a runtime call). */
@@ -90,16 +96,6 @@ class ScannedHeader implements Header {
   ) {
     this.dataStart = 8 + headerLength;
   }
-}
-
-function scannedHeader(
-  headerLength: number,
-  dataLength: number,
-  fileLength: number,
-  metadata: Map<string, string> | null,
-  tensors: CompactTensors,
-): Header {
-  return new ScannedHeader(headerLength, dataLength, fileLength, metadata, tensors);
 }
 
 /** One header kept alive for its hidden class, its number fields doubles (wide.ts). */

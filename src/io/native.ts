@@ -452,10 +452,11 @@ export function openHead(
   const size = headInfo[1]!;
   const read = headScratch.subarray(0, got);
   const state = headInfo[4];
-  if (!openedKept) openedKept = keepShape(openedFile(WIDE, WIDE, read.subarray(0, 0), WIDE, WIDE, WIDE, undefined));
+  if (!openedKept)
+    openedKept = keepShape(new AddonOpenedFile(WIDE, WIDE, read.subarray(0, 0), WIDE, WIDE, WIDE, undefined));
   const head = read.subarray(0, keep(read, size));
   const journalState = state === 1 ? true : state === 0 ? false : undefined;
-  return openedFile(headInfo[0]!, size, head, ++headOpens, headInfo[2]!, headInfo[3]!, journalState);
+  return new AddonOpenedFile(headInfo[0]!, size, head, ++headOpens, headInfo[2]!, headInfo[3]!, journalState);
 }
 
 /**
@@ -474,18 +475,7 @@ class AddonOpenedFile implements OpenedFile {
   ) {}
 }
 
-function openedFile(
-  fd: number,
-  size: number,
-  head: Uint8Array,
-  headOpen: number,
-  dev: number,
-  ino: number,
-  journal: boolean | undefined,
-): OpenedFile {
-  return new AddonOpenedFile(fd, size, head, headOpen, dev, ino, journal);
-}
-
+/** Whether one OpenedFile is kept alive for its hidden class, its number fields doubles (src/format/wide.ts). */
 let openedKept = false;
 
 /**
