@@ -101,9 +101,11 @@ function referencePython(): string | null {
  * Where our time goes (fresh processes on the 2-core VM shared with other work, load 1.4–2.9, medians of 9–11,
  * ours and numpy interleaved; a probe with the figure's setup and its gc(), phases bisected with performance.now; the
  * native calls timed alone in a fresh Node, with clock_gettime inside them in a test build, and against a C program
- * making the same system calls). In all 1.49–1.57 ms where the code before journalFill took 1.67–1.76 in the same
- * runs, numpy 0.80–0.85 (the figure itself, `npm run bench -- --runs 9 --only edit_128_rows` at load 2.4: 1.95 vs
- * 0.60 ms, ours 1.5–2.4 from run to run).
+ * making the same system calls). This figure's own workers, the tree before journalFill and after it and the
+ * reference's interleaved in three series of 9, 7 and 9 rounds (each of ours followed by its safe_open check, as
+ * here): 1.73 → 1.79, 1.62 → 1.49 and 1.68 → 1.41 ms (write 1.11–1.19 → 0.92–1.00, commit 0.15–0.17 → 0.14, close
+ * 0.05 → 0.03; single runs 1.3–2.6), numpy 0.52, 0.50 and 0.53; `npm run bench -- --runs 9 --only edit_128_rows`
+ * (load 2.2): 1.92 vs 0.52 ms.
  * Native, ~0.85 ms: openHead 0.04 (its first call was in the setup), the writable descriptor 0.01, journalFill
  * 0.65–0.71 — the journal created O_EXCL 0.03–0.09, the old 1 MiB mapped 0.01–0.02 and CRC-32C'd 0.07–0.11 (13 faults
  * on the mapping), written with the header in one pwritev 0.27–0.29, unmapped 0.03–0.06, the rows zeroed from one
@@ -121,9 +123,11 @@ function referencePython(): string | null {
  * Tried, measured, not kept: the journal's old bytes by copy_file_range or sendfile (0.53 ms vs 0.25–0.46 through
  * the mapping), pread into fresh memory (0.88), into a 2 MiB THP buffer (0.40), into a reused 64 KiB buffer
  * 64 KiB at a time (0.76), CRC and pwrite in 64–256 KiB chunks (0.39–0.42), MAP_POPULATE (0.34; in the C program
- * mapping 0.081 + CRC 0.108 vs 0.011 + 0.146) or MADV_WILLNEED (0.33) on the mapping, O_DIRECT for the journal
+ * mapping 0.081 + CRC 0.108 vs 0.011 + 0.146; MADV_POPULATE_READ 0.073 + 0.108 vs 0.013 + 0.144) or MADV_WILLNEED
+ * (0.33) on the mapping, O_DIRECT for the journal
  * (0.73, unlink 0.31), fallocate before writing (0.23, unlink 0.14); the rows through a shared writable mapping
- * (0.12–0.20 vs 0.05–0.06 for pwritev of the zero block); --single-threaded (no change: not V8's threads). Kept
+ * (0.12–0.20 vs 0.05–0.06 for pwritev of the zero block); --single-threaded (no change: not V8's threads); the
+ * built JavaScript without its comments (1.66 vs 1.66 ms: parsing skips them at no measurable cost). Kept
  * (2.3–2.8 → ~1.5 ms in the probe): the header read through positional reads (no mmap source), the journal
  * created, its record and the data written in one native call (for a first fill of one range journalFill, which
  * takes the range as two numbers: no arrays made), zeros from one 4 KiB page repeated (in the C program 0.050 ms
