@@ -34,6 +34,8 @@ class TensorSpan {
 const EMPTY_SHAPE: readonly number[] = Object.freeze([]);
 
 export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
+  /** How many tensors: `dtypes` and `starts` may be longer (holes at the end). */
+  readonly #count: number;
   /** The header's text, and per tensor its name's [start, end) in it at `#starts[i] - 4` in `#numbers`. */
   readonly #text: string;
   /** The names, made from `#text` when first needed: opening a file and closing it makes none. */
@@ -59,7 +61,14 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
    * when first asked for: on a warm open of the benchmark's 48-tensor checkpoint, slicing them at open was ~1.5 µs
    * of ~18 (opening and closing a file never needs them).
    */
-  constructor(text: string, dtypes: readonly DtypeInfo[], starts: readonly number[], numbers: Float64Array) {
+  constructor(
+    text: string,
+    dtypes: readonly DtypeInfo[],
+    starts: readonly number[],
+    numbers: Float64Array,
+    count = starts.length,
+  ) {
+    this.#count = count;
     this.#text = text;
     this.#dtypes = dtypes;
     this.#starts = starts;
@@ -67,7 +76,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
   }
 
   get size(): number {
-    return this.#starts.length;
+    return this.#count;
   }
 
   get #names(): readonly string[] {
@@ -76,7 +85,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
       const numbers = this.#numbers;
       const starts = this.#starts;
       const names: string[] = [];
-      for (let i = 0; i < starts.length; i++) {
+      for (let i = 0; i < this.#count; i++) {
         const at = starts[i]!;
         names.push(text.slice(numbers[at - 4]!, numbers[at - 3]!));
       }
@@ -122,7 +131,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
   }
 
   #at(i: number): TensorInfo {
-    this.#infos ??= new Array(this.#starts.length);
+    this.#infos ??= new Array(this.#count);
     let info = this.#infos[i];
     if (info === undefined) {
       const numbers = this.#numbers;
@@ -149,7 +158,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
    * a runtime call, made before V8 has optimized anything.
    */
   #shape(i: number): readonly number[] {
-    this.#shapes ??= new Array(this.#starts.length);
+    this.#shapes ??= new Array(this.#count);
     let shape = this.#shapes[i];
     if (shape === undefined) {
       const numbers = this.#numbers;
@@ -205,7 +214,7 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
 
   /** Every info, made in one plain loop (iterators over them need no generator). */
   #all(): TensorInfo[] {
-    const count = this.#starts.length;
+    const count = this.#count;
     for (let i = 0; i < count; i++) this.#at(i);
     return (this.#infos ?? []) as TensorInfo[];
   }

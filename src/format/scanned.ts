@@ -27,8 +27,8 @@ const ascii = new TextDecoder("utf-8", { ignoreBOM: true });
 export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, fileLength: number): Header | null {
   const headerLength = headerBytes.length;
   const text = ascii.decode(headerBytes);
-  // Sized once for the most tensors the records can hold (8 numbers each at least), cut to the count at the end:
-  // grown by push, the two arrays were allocated 7 times each for 48 tensors.
+  // Sized once for the most tensors the records can hold (8 numbers each at least), `count` of them used (grown by
+  // push, the two arrays were allocated 7 times each for 48 tensors; cut to length, each cut was a runtime call).
   const most = Math.floor(records.length / 8);
   const dtypes: DtypeInfo[] = new Array(most);
   const starts: number[] = new Array(most);
@@ -75,10 +75,8 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
     position = end;
   }
   if (position + 8 + headerLength !== fileLength) return null;
-  dtypes.length = count;
-  starts.length = count;
   // The records live in a buffer the scanner reuses: keep a copy.
-  const tensors = new CompactTensors(text, dtypes, starts, records.slice());
+  const tensors = new CompactTensors(text, dtypes, starts, records.slice(), count);
   if (!headerKept)
     headerKept = keepShape(new ScannedHeader(WIDE, WIDE, WIDE, null, new CompactTensors("", [], [], WIDE_EMPTY)));
   return new ScannedHeader(headerLength, position, fileLength, metadata, tensors);

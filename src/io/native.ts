@@ -431,13 +431,14 @@ export function headBytes(head: Uint8Array, headOpen: number): Uint8Array | null
 /**
  * Open a regular file read-only and read its first `headLength` bytes (fewer for a shorter file) in one native call,
  * with the stat of its edit journal's path when `journal` (what every reader checks); null without the addon. The
- * head is a view of a buffer the next call reuses (see {@link headBytes}), of the first `keep(head, size)` bytes read.
+ * head is a view of a buffer the next call reuses (see {@link headBytes}), of the first `keep(buffer, bytes read, size)`
+ * bytes read.
  * The caller owns (and closes) `fd`.
  */
 export function openHead(
   path: string,
   headLength: number,
-  keep: (head: Uint8Array, size: number) => number,
+  keep: (head: Uint8Array, length: number, size: number) => number,
   journal: boolean,
 ): OpenedFile | null {
   const addon = loadNative();
@@ -450,11 +451,11 @@ export function openHead(
     throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
   }
   const size = headInfo[1]!;
-  const read = headScratch.subarray(0, got);
   const state = headInfo[4];
   if (!openedKept)
-    openedKept = keepShape(new AddonOpenedFile(WIDE, WIDE, read.subarray(0, 0), WIDE, WIDE, WIDE, undefined));
-  const head = read.subarray(0, keep(read, size));
+    openedKept = keepShape(new AddonOpenedFile(WIDE, WIDE, headScratch.subarray(0, 0), WIDE, WIDE, WIDE, undefined));
+  // One view, of the bytes kept (a view of the bytes read first was a typed array more per open).
+  const head = headScratch.subarray(0, keep(headScratch, got, size));
   const journalState = state === 1 ? true : state === 0 ? false : undefined;
   return new AddonOpenedFile(headInfo[0]!, size, head, ++headOpens, headInfo[2]!, headInfo[3]!, journalState);
 }

@@ -13,13 +13,13 @@ export const HEAD_BYTES = 16 * 1024;
 export type { OpenedFile };
 
 /**
- * How much of the first bytes to keep: the length prefix and header when they were read whole (a source serves
+ * How many of the first `length` bytes read into `head` to keep: the length prefix and header when they were read whole (a source serves
  * the header from them without another read), else all of them.
  */
-function headToKeep(head: Uint8Array, size: number): number {
-  if (head.length < 8 || head[4]! | head[5]! | head[6]! | head[7]!) return head.length;
+function headToKeep(head: Uint8Array, length: number, size: number): number {
+  if (length < 8 || head[4]! | head[5]! | head[6]! | head[7]!) return length;
   const claimed = 8 + (head[0]! | (head[1]! << 8) | (head[2]! << 16)) + head[3]! * 2 ** 24;
-  return claimed <= head.length && claimed <= size ? claimed : head.length;
+  return claimed <= length && claimed <= size ? claimed : length;
 }
 
 /**
