@@ -26,9 +26,9 @@
  * the first costly one), while 4 KiB pages come from smaller free blocks, never reported: 1.1-1.3 ms a chunk. On
  * 2 GiB, huge pages cost 0.7-1.9 s/GiB at such times and small ones 0.45-0.75 s/GiB. So no choice made once holds:
  * the copy times each chunk (the CPU time of its thread, so that other processes' use of the CPU does not count),
- * switches to small pages after a costly huge chunk (COSTLY_HUGE_CHUNK_NS, or small pages' own cost once measured;
- * another thread's huge chunk under way counts as soon as its CPU clock shows it costly) and tries huge pages again
- * now and then (EXPLORE_EVERY). A costly chunk is 99% clear_page (perf): nothing before it tells it from a cheap one.
+ * each thread by its own chunks (see judge), switches to small pages after a costly huge chunk (COSTLY_HUGE_CHUNK_NS,
+ * or small pages' own cost once measured) and tries huge pages again now and then (EXPLORE_EVERY). A costly chunk is
+ * 99% clear_page (perf): nothing before it tells it from a cheap one.
  *
  * Threads: as many as asked, at most one per usable CPU, claiming 2 MiB chunks one at a time; helpers read into
  * staging mappings of their own and move their chunks into the copy, so that the caller can take back a chunk whose
@@ -69,9 +69,9 @@ napi_value st_huge_buffer(napi_env env, void *addr, size_t map_length, size_t le
 
 enum { PAGES_UNDECIDED = 0, PAGES_HUGE = 1, PAGES_SMALL = 2 };
 
-/* A 2 MiB chunk in huge pages (first touch + the copy, CPU time) above this is costly: small pages are tried for the
- * next chunks. Measured on the VM above: 0.45-0.65 ms normally, 4-6.5 ms when the host faults the memory in again;
- * a chunk in small pages 1.1-1.3 ms. Once small pages have been measured, their cost is the bar instead. */
+/* A 2 MiB chunk in huge pages (first touch + the copy, CPU time) above this is costly: its thread tries small pages
+ * for its next chunks, until small ones have been measured (then their cost is the bar). Measured on the VM above:
+ * 0.45-0.65 ms normally, 5-7 ms when the host faults the memory in again; a chunk in small pages 1.1-1.8 ms. */
 #define COSTLY_HUGE_CHUNK_NS 2000000LL
 /* Chunks in small pages between two tries of huge pages within a copy (a costly streak lasts; an isolated costly
  * chunk does not, and huge pages must come back). */
@@ -135,11 +135,12 @@ enum { CHUNK_FREE = 0, CHUNK_STAGING, CHUNK_MOVING, CHUNK_TAKEN_BACK, CHUNK_DONE
 #define RESCUE_AFTER_NS 2000000LL
 #define RESCUE_POLL_NS 100000LL
 
-/* What one thread of a copy is reading: the page size of its chunk under way (0 between chunks) and its CPU time when
- * it began it, on the thread's CPU clock, so that the others can tell a costly huge chunk before it ends. */
+/* One thread of a copy: the page size of its next chunks, by what its own chunks cost (see judge), and its CPU clock,
+ * by which the caller tells a helper that waits for a CPU. Only the thread itself reads and writes its page choice. */
 typedef struct {
-  atomic_int pages;
-  atomic_llong began;
+  int pages;
+  long long cost[3];  /* its last full chunk's CPU time per page size (ns), 0 = not measured yet */
+  size_t small_run;   /* its chunks in small pages since it last tried huge ones */
   clockid_t clock;
   bool clocked;
 } thread_slot;
@@ -165,10 +166,8 @@ typedef struct {
   long long *claimed_cpu; /* chunk is marked CHUNK_STAGING: that helper's CPU time then (ns, -1 without its clock) */
   int *claimer;           /* and its thread slot */
   atomic_size_t next;
-  atomic_int decision;   /* DECISION(epoch, the page size for the next chunks); the epoch counts the switches */
+  int start;             /* the page size every thread starts with */
   atomic_int err;
-  atomic_llong cost[3];       /* last cost of a full chunk per page size (ns), 0 = not measured yet */
-  atomic_size_t small_run;    /* chunks in small pages since huge pages were last tried */
   atomic_size_t chunks[3];    /* chunks read per page size */
   atomic_int refs;            /* the caller + helpers not yet gone */
   pthread_mutex_t lock;
@@ -178,10 +177,6 @@ typedef struct {
   atomic_int slots_used;      /* thread slots handed out: 0 is the caller's */
   thread_slot slots[MAX_THREADS];
 } owned_copy;
-
-#define DECISION(epoch, pages) ((epoch) << 2 | (pages))
-#define DECISION_PAGES(decision) ((decision) & 3)
-#define DECISION_EPOCH(decision) ((decision) >> 2)
 
 static int pread_full(int fd, uint8_t *dst, size_t length, uint64_t position) {
   size_t done = 0;
@@ -194,68 +189,30 @@ static int pread_full(int fd, uint8_t *dst, size_t length, uint64_t position) {
   return 0;
 }
 
-/* Whether another thread than `self` is under way on a huge chunk that has cost more than COSTLY_HUGE_CHUNK_NS of
- * CPU so far; `*spent` gets that cost. */
-static bool costly_under_way(owned_copy *copy, int self, long long *spent) {
-  int used = atomic_load(&copy->slots_used);
-  for (int i = 0; i < used; i++) {
-    thread_slot *slot = &copy->slots[i];
-    /* pages is stored after clock and clocked were set (claim_slot), so they are read only after it. */
-    if (i == self || atomic_load(&slot->pages) != PAGES_HUGE || !slot->clocked) continue;
-    long long began = atomic_load(&slot->began);
-    struct timespec t;
-    if (clock_gettime(slot->clock, &t) != 0) continue;
-    long long so_far = (long long)t.tv_sec * 1000000000LL + t.tv_nsec - began;
-    if (so_far > COSTLY_HUGE_CHUNK_NS) {
-      *spent = so_far;
-      return true;
-    }
-  }
-  return false;
-}
-
-/* The page size for thread `self`'s next chunk, `*decision` being the copy's decision it is read under: the
- * decision's own, or huge pages again after a run of small ones. A huge chunk of another thread that is costly
- * already switches the copy to small pages (judge() would hear of it only at its end, 4-7 ms later, after the other
- * threads had met more of the same). */
-static int pages_for(owned_copy *copy, int self, int *decision) {
-  int pages = DECISION_PAGES(*decision);
-  if (copy->fixed) return pages;
-  long long spent = 0;
-  if (pages == PAGES_HUGE && costly_under_way(copy, self, &spent)) {
-    int next = DECISION(DECISION_EPOCH(*decision) + 1, PAGES_SMALL);
-    atomic_store(&copy->cost[PAGES_HUGE], spent);
-    if (atomic_compare_exchange_strong(&copy->decision, decision, next)) *decision = next;
-    pages = DECISION_PAGES(*decision);
-  }
-  if (pages != PAGES_SMALL) return pages;
-  if (atomic_fetch_add(&copy->small_run, 1) + 1 >= EXPLORE_EVERY) {
-    atomic_store(&copy->small_run, 0);
+/* The page size for thread `self`'s next chunk: its own, or huge pages again after a run of small ones. */
+static int pages_for(owned_copy *copy, int self) {
+  thread_slot *slot = &copy->slots[self];
+  if (copy->fixed || slot->pages != PAGES_SMALL) return slot->pages;
+  if (++slot->small_run >= EXPLORE_EVERY) {
+    slot->small_run = 0;
     return PAGES_HUGE;
   }
   return PAGES_SMALL;
 }
 
-/* After a full chunk in `pages` that cost `spent` (CPU ns), begun under `decision`: keep huge pages unless they are
- * costly (above small pages' cost once known); leave small pages for huge ones that measured cheaper. A chunk begun
- * before the last switch has no say: the chunks two threads had under way when one met a costly huge page were cheap
- * huge ones, and taking their word switched the copy back to huge pages, to meet the next costly one (3 costly chunks
- * of 6-7 ms in one 32 MiB copy). The last chunk's cost, not an average: costly chunks come in runs (the host makes
- * some free huge pages present again and not others, and consecutive chunks get neighbouring pages); an average over
- * 8 chunks kept huge pages after a costly one and met 2 or 3 in a row. */
-static void judge(owned_copy *copy, int decision, int pages, long long spent) {
-  if (copy->fixed || atomic_load(&copy->decision) != decision) return;
-  atomic_store(&copy->cost[pages], spent);
-  long long small = atomic_load(&copy->cost[PAGES_SMALL]);
-  int next = DECISION_PAGES(decision);
-  if (pages == PAGES_HUGE) {
-    next = spent > (small != 0 ? small : COSTLY_HUGE_CHUNK_NS) ? PAGES_SMALL : PAGES_HUGE;
-  } else {
-    long long huge = atomic_load(&copy->cost[PAGES_HUGE]);
-    if (huge != 0 && huge < spent) next = PAGES_HUGE;
-  }
-  if (next != DECISION_PAGES(decision))
-    atomic_compare_exchange_strong(&copy->decision, &decision, DECISION(DECISION_EPOCH(decision) + 1, next));
+/* After thread `self`'s full chunk in `pages` that cost `spent` (CPU ns): it keeps huge pages unless they are costly
+ * (above its small pages' cost once known), and leaves small pages for huge ones that measured cheaper. Each thread by
+ * its own chunks: huge pages come from per-CPU lists first, and costly ones came in runs on one thread while the
+ * other's were cheap (the caller's 4 huge chunks of 4.7-5.3 ms in a row, the helper's 0.5 ms; or 4 of 5.3-6.8 ms).
+ * A copy-wide choice sent both threads to small pages at the first costly chunk, or kept both on huge pages, by an
+ * average, through such a run: 18-29 ms for 32 MiB. */
+static void judge(owned_copy *copy, int self, int pages, long long spent) {
+  thread_slot *slot = &copy->slots[self];
+  if (copy->fixed) return;
+  slot->cost[pages] = spent;
+  long long small = slot->cost[PAGES_SMALL];
+  if (pages == PAGES_HUGE) slot->pages = spent > (small != 0 ? small : COSTLY_HUGE_CHUNK_NS) ? PAGES_SMALL : PAGES_HUGE;
+  else if (slot->cost[PAGES_HUGE] != 0 && slot->cost[PAGES_HUGE] < spent) slot->pages = PAGES_HUGE;
 }
 
 /* Unmaps what is left of thread slot `slot`'s staging mapping: every 2 MiB slot but those moved out, in runs. Never
@@ -316,21 +273,16 @@ static void touch_pages(uint8_t *to, size_t n, int pages) {
 /* Thread `self` reads chunk `chunk` into `to` (its place in the copy, or a staging slot) in the page size the copy is
  * on, timing it for judge(); `*pages` gets that size. Returns 0 or an errno; nothing once the copy has failed. */
 static int read_chunk(owned_copy *copy, int self, size_t chunk, uint8_t *to, int *pages) {
-  int decision = atomic_load(&copy->decision);
-  *pages = pages_for(copy, self, &decision);
+  *pages = pages_for(copy, self);
   if (atomic_load(&copy->err) != 0) return 0;
   size_t at = chunk * HUGE_PAGE;
   size_t n = copy->length - at < HUGE_PAGE ? copy->length - at : HUGE_PAGE;
   /* The mappings were advised for `advised`; a chunk of the other size is advised before its first touch. */
   if (*pages != copy->advised) advise(to, HUGE_PAGE, *pages);
   long long start = cpu_ns();
-  thread_slot *slot = &copy->slots[self];
-  atomic_store(&slot->began, start);
-  atomic_store(&slot->pages, *pages);
   touch_pages(to, n, *pages);
   int err = pread_full(copy->fd, to, n, copy->position + at);
-  atomic_store(&slot->pages, 0);
-  if (err == 0 && n == HUGE_PAGE) judge(copy, decision, *pages, cpu_ns() - start);
+  if (err == 0 && n == HUGE_PAGE) judge(copy, self, *pages, cpu_ns() - start);
   return err;
 }
 
@@ -379,6 +331,7 @@ static int claim_slot(owned_copy *copy) {
     return MAX_THREADS - 1;
   }
   thread_slot *slot = &copy->slots[self];
+  slot->pages = copy->start;
   slot->clocked = pthread_getcpuclockid(pthread_self(), &slot->clock) == 0;
   return self;
 }
@@ -598,18 +551,12 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
   copy->fixed = fixed;
   copy->count = count;
   atomic_init(&copy->next, 0);
-  atomic_init(&copy->decision, DECISION(0, start));
+  copy->start = start;
   atomic_init(&copy->err, 0);
-  atomic_init(&copy->small_run, 0);
   atomic_init(&copy->refs, 1);
   atomic_init(&copy->slots_used, 0);
-  for (int i = 0; i < MAX_THREADS; i++) {
-    atomic_init(&copy->slots[i].pages, 0);
-    atomic_init(&copy->slots[i].began, 0);
-  }
   (void)claim_slot(copy); /* the caller's: 0 */
   for (int i = 0; i < 3; i++) {
-    atomic_init(&copy->cost[i], 0);
     atomic_init(&copy->chunks[i], 0);
   }
   for (size_t i = 0; i < count; i++) {
@@ -635,7 +582,7 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
     chunks_out[0] = (double)atomic_load(&copy->chunks[PAGES_HUGE]);
     chunks_out[1] = (double)atomic_load(&copy->chunks[PAGES_SMALL]);
   }
-  int ended_on = DECISION_PAGES(atomic_load(&copy->decision));
+  int ended_on = copy->slots[0].pages;
   owned_copy_release(copy);
   if (err != 0) {
     munmap(addr, map_length);
