@@ -21,7 +21,7 @@ import {
   type SerializeOptions,
   serialize,
 } from "./format/serialize.js";
-import { mappedFile, registerWindow } from "./io/file-views.js";
+import { mappedFile, registerBuffer } from "./io/file-views.js";
 import { loadNative, mapViews, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "./io/node-file.js";
 import { MmapSource } from "./io/node-mmap.js";
@@ -168,7 +168,7 @@ function loadMapped(path: string, options: LoadFileOptions): Map<string, Tensor>
   const views = mapViews(path, options.interruptedEdit !== "ignore", limit);
   if (views === null) return null;
   const { window, numbers, names } = views;
-  registerWindow(new Uint8Array(window), mappedFile(path, numbers[0]!, numbers[1]!), 0);
+  registerBuffer(window, mappedFile(path, numbers[0]!, numbers[1]!), 0);
   const dataStart = numbers[2]!;
   const count = numbers[3]!;
   // One frozen array per distinct shape, shared by the tensors of that shape (they cannot change it). Dims below

@@ -219,6 +219,11 @@ export class CompactTensors implements ReadonlyMap<string, TensorInfo> {
     return (this.#infos ?? []) as TensorInfo[];
   }
 
+  /** The names in file order, as a new array. */
+  names(): string[] {
+    return this.#names.slice();
+  }
+
   keys(): MapIterator<string> {
     return this.#names.values();
   }

@@ -45,8 +45,13 @@ let originKept = false;
 
 /** `view` is a window of `file` whose byte 0 is byte `start` of the file. */
 export function registerWindow(view: ArrayBufferView, file: MappedFile, start: number): void {
+  registerBuffer(view.buffer, file, start - view.byteOffset);
+}
+
+/** `buffer` is a window of `file` whose byte 0 is byte `start` of the file (no view made to say so). */
+export function registerBuffer(buffer: ArrayBufferLike, file: MappedFile, start: number): void {
   if (!originKept) originKept = keepShape(new WindowOrigin(file, WIDE));
-  windows.set(view.buffer, new WindowOrigin(file, start - view.byteOffset));
+  windows.set(buffer, new WindowOrigin(file, start));
 }
 
 /** The file and offset `view`'s bytes come from, or null when it is not a registered window. */

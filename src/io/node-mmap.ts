@@ -11,7 +11,7 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { type MappedFile, mappedFile, registerWindow } from "./file-views.js";
+import { type MappedFile, mappedFile, registerBuffer, registerWindow } from "./file-views.js";
 import { headBytes, MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
 import { ioError, type OpenedFile, openWithHead } from "./node-file.js";
 import { readOwnedFrom } from "./node-owned.js";
@@ -96,7 +96,7 @@ export class MmapSource implements SyncByteSource {
     if (window === undefined || window.byteLength === 0) {
       const start = index * MAX_WINDOW_LENGTH;
       window = this.mapping.window(start, Math.min(MAX_WINDOW_LENGTH, this.byteLength - start));
-      registerWindow(new Uint8Array(window), this.file, start);
+      registerBuffer(window, this.file, start);
       this.chunks[index] = window;
     }
     return window;
