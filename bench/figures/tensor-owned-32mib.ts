@@ -22,9 +22,13 @@ type OurFile = ReturnType<Lib["openFile"]>;
  * memory (a 2.4 GiB file written and removed, by the save figures or anyone else on the machine), the host has
  * dropped free 2 MiB blocks, and some huge pages cost 5-7 ms to zero (perf: 99% clear_page, the host faulting the
  * block in 4 KiB at a time); the copy then switches to 4 KiB pages (1.1-1.8 ms a chunk, like the reference's pages)
- * and the figure takes 11-16 ms, about 1x: no choice made in the copy avoids that cost, only its repetition. While
- * this was measured, other work wrote and removed 2.4 GiB files every few minutes: bench runs of 7 took auto 6.52 ms
- * against 15.1 ms (2.31x; mmap 2.55x, pread 1.14x) in one run and 12.6 against 15.6 ms (1.24x) in the next.
+ * and the figure takes 11-16 ms, about 1x: no choice made in the copy avoids that cost, only its repetition (each
+ * thread by its own chunks: such runs of costly pages came on one thread while the other's were cheap). While this
+ * was measured, other work wrote and removed 2.4 GiB files every few minutes: bench runs of 7 took auto 6.52 ms
+ * against 15.1 ms (2.31x; mmap 2.55x, pread 1.14x) in one run and 12.6 against 15.6 ms (1.24x) in the next; the last
+ * two (load 2.0-3.0) 7.22 against 11.0 ms (1.53x; mmap 1.66x, pread 1.38x) and 6.85 against 11.6 ms (1.69x; mmap
+ * 2.04x, pread 1.82x). The floors of those two runs, 5.3-5.7 ms against 10.5-11 ms, put the goal at the edge of what
+ * this design reaches here: most of our 32 MiB is zeroing and copying that both CPUs already share.
  */
 export default defineFigure<OurFile>({
   name: "tensor_owned_32mib",
