@@ -230,6 +230,16 @@ static void unmap_staging(owned_copy *copy, int slot) {
   }
 }
 
+/* The copy's bookkeeping arrays and the copy itself (its descriptor, lock and condition already gone). */
+static void free_copy(owned_copy *copy) {
+  free(copy->state);
+  free(copy->claimed);
+  free(copy->claimed_cpu);
+  free(copy->claimer);
+  free(copy->moved_from);
+  free(copy);
+}
+
 static void owned_copy_release(owned_copy *copy) {
   if (atomic_fetch_sub(&copy->refs, 1) != 1) return;
   for (int i = 0; i < MAX_THREADS; i++)
@@ -237,12 +247,7 @@ static void owned_copy_release(owned_copy *copy) {
   close(copy->fd);
   pthread_mutex_destroy(&copy->lock);
   pthread_cond_destroy(&copy->all_done);
-  free(copy->state);
-  free(copy->claimed);
-  free(copy->claimed_cpu);
-  free(copy->claimer);
-  free(copy->moved_from);
-  free(copy);
+  free_copy(copy);
 }
 
 static void set_error(owned_copy *copy, int err) {
@@ -438,12 +443,7 @@ static owned_copy *owned_copy_new(int fd, size_t count) {
     }
   }
   if (err != 0) {
-    free(copy->state);
-    free(copy->claimed);
-    free(copy->claimed_cpu);
-    free(copy->claimer);
-    free(copy->moved_from);
-    free(copy);
+    free_copy(copy);
     errno = err;
     return NULL;
   }
