@@ -1,20 +1,22 @@
 /**
  * The package as a user gets it. SLOW for this suite (~20-40 s): packs the package (`npm pack`, which builds dist/
- * and the prebuilt addon), installs the tarball offline into scratch projects (with and without install scripts),
- * typechecks and runs the README's library example there under NodeNext and Bundler resolution, checks the published
- * types under `lib: ["ES2022", "DOM"]` with `skipLibCheck: false`, bundles the core for the browser with esbuild,
- * and checks which addon each install gets.
+ * and the prebuilt addon), installs the tarball into scratch projects (with and without install scripts), typechecks
+ * and runs the README's library example there under NodeNext and Bundler resolution, checks the published types under
+ * `lib: ["ES2022", "DOM"]` with `skipLibCheck: false`, bundles the core for the browser with esbuild, and checks which
+ * addon each install gets.
  *
  * The pack runs in a copy of the package's files (so it never rebuilds this checkout's build/ or dist/ under other
- * tests). Skipped with the reason when npm is missing, or when the offline install cannot find a dependency in
- * npm's cache (an `npm ci` of this repo puts it there).
+ * tests). The installs take the package's dependencies from npm's cache when it has them and from the registry
+ * otherwise, as a user's install does. All of that happens before any test is defined, so that a reason to skip
+ * (npm missing, the registry not answering and the cache cold, the addon's build tools missing at pack time) skips
+ * the whole suite visibly, with the reason, and no hook runs that could fail on a half-made setup.
  */
 import assert from "node:assert/strict";
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import { pathToFileURL } from "node:url";
 import { runInNewContext } from "node:vm";
 import { saveFile, Tensor } from "../src/node.js";
@@ -72,20 +74,33 @@ function scratchProject(dir: string): void {
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }, null, 2));
 }
 
-/** npm install of the tarball, offline; returns undefined, or a skip reason when npm's cache lacks a dependency. */
+/** What npm prints when neither its cache nor the registry can give it a package. */
+const UNREACHABLE =
+  /\b(ENOTCACHED|ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|ERR_SOCKET_TIMEOUT)\b|request to \S+ failed/;
+
+/**
+ * npm install of the tarball: the dependencies from npm's cache when it holds them, else from the registry (one try,
+ * not npm's minute of retries). Returns undefined, or a skip reason when neither can give a dependency.
+ */
 function install(dir: string, extra: readonly string[]): string | undefined {
   scratchProject(dir);
-  const r = run("npm", ["install", "--offline", "--no-audit", "--no-fund", ...extra, tarball], dir);
-  if (r.status !== 0 && /ENOTCACHED|offline/i.test(output(r))) {
-    return `the offline install found a dependency missing from npm's cache:\n${output(r).slice(0, 400)}`;
+  const flags = ["--prefer-offline", "--fetch-retries=0", "--fetch-timeout=30000", "--no-audit", "--no-fund"];
+  const r = run("npm", ["install", ...flags, ...extra, tarball], dir);
+  if (r.status !== 0 && UNREACHABLE.test(output(r))) {
+    const registry = run("npm", ["config", "get", "registry"], dir).stdout.trim();
+    const why = output(r)
+      .split("\n")
+      .filter((line) => /npm error (code|.*request to)/.test(line))
+      .join("; ");
+    return `installing the tarball needs its dependencies, and neither npm's cache nor the registry (${registry}) gave them (${why})`;
   }
   installLog = `${installLog}${output(r)}`;
   ok(r, `npm install ${extra.join(" ")} of the tarball`);
   return undefined;
 }
 
-before(() => {
-  if (skipReason) return;
+/** Packs the package and installs the tarball twice; returns a reason to skip, or undefined when all is ready. */
+function prepare(): string | undefined {
   // A copy of what `npm pack` reads, with this checkout's node_modules (TypeScript, prebuildify) linked in.
   const stage = join(work, "stage");
   mkdirSync(stage);
@@ -97,11 +112,7 @@ before(() => {
     /^prebuild: ((node-gyp not found|no local Node headers|no C\+* compiler|make not found|python3 not found).*)$/m.exec(
       output(pack),
     );
-  if (pack.status !== 0 && toolMissing) {
-    skipReason = `npm pack cannot build the prebuilt addon here: ${toolMissing[1]}`;
-    console.error(`\n!!! packed-package tests are SKIPPED: ${skipReason} !!!\n`);
-    return;
-  }
+  if (pack.status !== 0 && toolMissing) return `npm pack cannot build the prebuilt addon here: ${toolMissing[1]}`;
   ok(pack, "npm pack");
   const found = readdirSync(work).filter((name) => name.endsWith(".tgz"));
   assert.equal(found.length, 1, `npm pack made ${found.join(", ")}`);
@@ -110,8 +121,8 @@ before(() => {
     .split("\n")
     .filter(Boolean)
     .map((name) => name.replace(/^package\//, ""));
-  skipReason = install(noScripts, ["--ignore-scripts"]) ?? install(withScripts, ["--foreground-scripts"]);
-  if (skipReason) console.error(`\n!!! packed-package tests are SKIPPED: ${skipReason} !!!\n`);
+  const cannotInstall = install(noScripts, ["--ignore-scripts"]) ?? install(withScripts, ["--foreground-scripts"]);
+  if (cannotInstall) return cannotInstall;
   // A small model for the README example: the tensor names it uses, a 2-D embedding it slices.
   for (const dir of [noScripts, withScripts]) {
     const values = Array.from({ length: 64 * 256 }, (_, i) => (i % 97) / 8);
@@ -124,7 +135,18 @@ before(() => {
       { format: "pt" },
     );
   }
-});
+  return undefined;
+}
+
+if (!skipReason) {
+  try {
+    skipReason = prepare();
+  } catch (error) {
+    rmSync(work, { recursive: true, force: true }); // no test runs, so the after() hook would not either
+    throw error;
+  }
+  if (skipReason) console.error(`\n!!! packed-package tests are SKIPPED: ${skipReason} !!!\n`);
+}
 
 const abi = process.versions.modules;
 const prebuildName = `prebuilds/${process.platform}-${process.arch}/node.abi${abi}.glibc.node`;
@@ -155,7 +177,7 @@ function tsconfig(dir: string, name: string, options: Record<string, unknown>, f
   return path;
 }
 
-describe("packed package (slow: npm pack + offline installs + tsc + esbuild)", { skip: skipReason }, () => {
+describe("packed package (slow: npm pack + installs + tsc + esbuild)", { skip: skipReason }, () => {
   test("the tarball holds the built code, the prebuilt addon and the sources to rebuild it, not tests", (t) => {
     if (skipReason) return t.skip(skipReason);
     for (const file of [
