@@ -72,6 +72,20 @@ export {
   type TensorSpec,
 } from "./format/serialize.js";
 export {
+  BufferUsage,
+  DEFAULT_GPU_CHUNK_BYTES,
+  type GpuBufferLike,
+  type GpuDeviceLike,
+  type GpuLoadInput,
+  type GpuLoadProgress,
+  type GpuTensor,
+  type GpuTensorPart,
+  type LoadToGpuOptions,
+  loadToGPU,
+  type SourceCache,
+  type TargetDtype,
+} from "./gpu/index.js";
+export {
   type CacheOptions,
   type CoalesceOptions,
   type Range,

@@ -9,6 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { serialize, Tensor } from "../src/node.js";
+import { bundleCore } from "./helpers/bundle.js";
 import { chromiumMissing, launchChromium } from "./helpers/chromium.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { nginxBinary, nginxMissingReason, startNginx } from "./helpers/nginx.js";
@@ -49,18 +50,9 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>safetensors-ts</title>
 test("headless Chromium reads by URL and through a File", {
   skip: chromiumMissing || (nginxBinary === null && nginxMissingReason),
 }, async () => {
-  const { build } = await import("esbuild");
   const nginx = (await startNginx({}))!;
   try {
-    await build({
-      entryPoints: [path.join(repoRoot, "src/index.ts")],
-      bundle: true,
-      format: "esm",
-      platform: "browser",
-      target: "es2022",
-      outfile: path.join(nginx.files, "safetensors.js"),
-      logLevel: "silent",
-    });
+    await bundleCore(path.join(nginx.files, "safetensors.js"));
     const values = Float32Array.from({ length: 24 }, (_, i) => i * 0.25 - 2);
     const bytes = serialize(
       new Map([

@@ -65,6 +65,8 @@ export type SafetensorErrorCode =
   // Async and remote sources.
   | "HttpError"
   | "SourceChanged"
+  // WebGPU (src/gpu): the device refused a buffer or a command (out of memory, a limit, a lost device).
+  | "GpuError"
   // The input is another kind of file altogether (a PyTorch checkpoint, an index, a web page...): see sniff.ts.
   | "NotSafetensors"
   // PyTorch pickle checkpoints (src/pickle).

@@ -24,16 +24,19 @@ export const CHROMIUM_ARGS = [
   "--disable-sync",
 ];
 
+/** WebGPU on the software adapter (SwiftShader), which headless Chromium has without a GPU. */
+export const WEBGPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"];
+
 /** A headless Chromium with a fresh profile; `close()` also removes the profile. */
 export async function launchChromium(
-  options: { viewport?: { width: number; height: number } } = {},
+  options: { viewport?: { width: number; height: number }; args?: readonly string[] } = {},
 ): Promise<BrowserContext & { dispose(): Promise<void> }> {
   const { chromium } = await import("playwright-core");
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "st-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: CHROMIUM_ARGS,
+    args: [...CHROMIUM_ARGS, ...(options.args ?? [])],
     ...(options.viewport ? { viewport: options.viewport } : {}),
   });
   return Object.assign(context, {

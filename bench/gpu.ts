@@ -1,0 +1,274 @@
+/**
+ * `npm run bench:gpu`: the 2.37 GiB bench checkpoint from a local nginx into WebGPU buffers in headless Chromium
+ * (SwiftShader), ours (`loadToGPU` from the built package, dist/) beside the naive loader every page writes first
+ * (`fetch` → `arrayBuffer()` → `writeBuffer` per tensor), in the same run, interleaved: time to GPU (from the call to
+ * the device's queue being done) and the renderer process's peak resident memory (VmHWM: each load runs in a fresh
+ * browser process). Rows:
+ *
+ * - `naive cold` / `naive again`: a fresh profile, then the same profile again (the browser's HTTP cache may serve);
+ * - `ours cold`: no cache; `ours cold+cache`: a fresh OPFS cache filled while loading; `ours from cache`: the next
+ *   visit, served from that cache (nginx's log counts the bytes it still sent).
+ *
+ * `--only method` measures the write path instead: 1 GiB in 16 MiB tensors by `queue.writeBuffer` and by buffers
+ * created `mappedAtCreation` (src/gpu/load.ts quotes the result).
+ *
+ * Heavy (several GiB through the browser): run it alone, under the bench lock on shared machines.
+ */
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { CHROMIUM, CHROMIUM_ARGS, WEBGPU_ARGS } from "../test/helpers/chromium.js";
+import { startNginx } from "../test/helpers/nginx.js";
+import { CHECKPOINT_NAME, REPO_DIR } from "./spec.js";
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: "string", default: "3" },
+    only: { type: "string", default: "load" },
+    dir: { type: "string" },
+    json: { type: "string" },
+  },
+});
+const runs = Number(args.runs);
+const dir = path.resolve(args.dir ?? process.env.SAFETENSORS_BENCH_DIR ?? path.join(REPO_DIR, "bench/out"));
+const checkpoint = path.join(dir, CHECKPOINT_NAME);
+
+const PAGE = `<!doctype html><meta charset="utf-8"><title>gpu bench</title><script type="module">
+window.st = await import("/dist/index.js");
+const adapter = await navigator.gpu.requestAdapter();
+window.device = await adapter.requestDevice({ requiredLimits: {
+  maxBufferSize: adapter.limits.maxBufferSize,
+  maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+window.ready = true;
+</script>`;
+
+/** In the page: one load; resolves to its milliseconds and how many tensors and bytes it placed. */
+const LOADERS: Record<string, string> = {
+  naive: `async (url) => {
+    const t0 = performance.now();
+    const ab = await (await fetch(url)).arrayBuffer();
+    const n = Number(new DataView(ab).getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(new Uint8Array(ab, 8, n)));
+    let bytes = 0, tensors = 0;
+    for (const [name, entry] of Object.entries(header)) {
+      if (name === "__metadata__") continue;
+      const [a, b] = entry.data_offsets;
+      const buffer = device.createBuffer({ size: Math.max(4, Math.ceil((b - a) / 4) * 4),
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+      device.queue.writeBuffer(buffer, 0, ab, 8 + n + a, b - a);
+      bytes += b - a; tensors++;
+    }
+    await device.queue.onSubmittedWorkDone();
+    return { ms: performance.now() - t0, bytes, tensors };
+  }`,
+  ours: `async (url, cached) => {
+    const cache = cached ? await st.openWeightCache() : undefined;
+    const t0 = performance.now();
+    const map = await st.loadToGPU(device, url, { cache });
+    const ms = performance.now() - t0;
+    let bytes = 0;
+    for (const t of map.values()) bytes += t.byteLength;
+    return { ms, bytes, tensors: map.size };
+  }`,
+  method: `async (how) => {
+    const size = 16 << 20, count = 64;
+    const data = new Uint8Array(size);
+    for (let i = 0; i < size; i += 4096) data[i] = i >>> 12;
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST;
+    const t0 = performance.now();
+    const buffers = [];
+    for (let i = 0; i < count; i++) {
+      if (how === "writeBuffer") {
+        const buffer = device.createBuffer({ size, usage });
+        device.queue.writeBuffer(buffer, 0, data);
+        buffers.push(buffer);
+        if (i % 4 === 3) await device.queue.onSubmittedWorkDone();
+      } else {
+        const buffer = device.createBuffer({ size, usage, mappedAtCreation: true });
+        new Uint8Array(buffer.getMappedRange()).set(data);
+        buffer.unmap();
+        buffers.push(buffer);
+        if (i % 4 === 3) await device.queue.onSubmittedWorkDone();
+      }
+    }
+    await device.queue.onSubmittedWorkDone();
+    const ms = performance.now() - t0;
+    for (const b of buffers) b.destroy();
+    return { ms, bytes: size * count, tensors: count };
+  }`,
+};
+
+interface Sample {
+  ms: number;
+  bytes: number;
+  tensors: number;
+  rendererPeakMib: number;
+  gpuProcessPeakMib: number | null;
+  networkBytes?: number;
+}
+
+/** Descendants of the browser whose command line uses `profile`, with their `--type`. */
+function chromiumProcesses(profile: string): { pid: number; type: string }[] {
+  const all = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p));
+  const info = new Map<number, { ppid: number; cmd: string }>();
+  for (const p of all) {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const cmd = fs.readFileSync(`/proc/${p}/cmdline`, "utf8").replace(/\0/g, " ");
+      info.set(Number(p), { ppid, cmd });
+    } catch {}
+  }
+  const root = [...info].find(([, v]) => v.cmd.includes(`--user-data-dir=${profile}`) && !v.cmd.includes("--type="));
+  if (!root) return [];
+  const out: { pid: number; type: string }[] = [];
+  const visit = (pid: number) => {
+    for (const [child, v] of info) {
+      if (v.ppid !== pid) continue;
+      out.push({ pid: child, type: /--type=(\S+)/.exec(v.cmd)?.[1] ?? "browser" });
+      visit(child);
+    }
+  };
+  visit(root[0]);
+  return out;
+}
+
+function peakMib(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) / 1024;
+}
+
+async function load(
+  profile: string,
+  origin: string,
+  body: string,
+  arg: unknown[],
+): Promise<Omit<Sample, "networkBytes">> {
+  const { chromium } = await import("playwright-core");
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [...CHROMIUM_ARGS, ...WEBGPU_ARGS],
+  });
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    await page.goto(`${origin}/fx/index.html`);
+    await page.waitForFunction("window.ready === true", undefined, { timeout: 60_000 });
+    const result = (await page.evaluate(`(${body})(...${JSON.stringify(arg)})`)) as {
+      ms: number;
+      bytes: number;
+      tensors: number;
+    };
+    const processes = chromiumProcesses(profile);
+    const renderers = processes.filter((p) => p.type === "renderer").map((p) => peakMib(p.pid));
+    const gpu = processes.filter((p) => p.type === "gpu-process").map((p) => peakMib(p.pid));
+    return {
+      ...result,
+      rendererPeakMib: Math.max(...renderers),
+      gpuProcessPeakMib: gpu.length ? Math.max(...gpu) : null,
+    };
+  } finally {
+    await context.close();
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+async function main(): Promise<void> {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}`);
+  if (!fs.existsSync(path.join(REPO_DIR, "dist/index.js"))) throw new Error("dist/ missing: npm run build first");
+  const method = args.only === "method";
+  if (!method && !fs.existsSync(checkpoint)) {
+    fs.mkdirSync(dir, { recursive: true });
+    console.log(`building ${checkpoint}`);
+    execFileSync(process.execPath, [path.join(REPO_DIR, "bench/out/js/bench/checkpoint.js"), "build", checkpoint], {
+      stdio: "inherit",
+    });
+  }
+  const nginx = await startNginx({ "/data/": dir, "/dist/": path.join(REPO_DIR, "dist") });
+  if (!nginx) throw new Error("nginx not installed");
+  fs.writeFileSync(path.join(nginx.files, "index.html"), PAGE);
+  const url = `${nginx.url}/data/${CHECKPOINT_NAME}`;
+  const samples = new Map<string, Sample[]>();
+  const failures: string[] = [];
+  const add = (row: string, sample: Sample) => {
+    samples.set(row, [...(samples.get(row) ?? []), sample]);
+    console.log(
+      `${row.padEnd(18)} ${(sample.ms / 1000).toFixed(2).padStart(7)} s  renderer peak ${sample.rendererPeakMib.toFixed(0).padStart(5)} MiB` +
+        `  gpu process peak ${sample.gpuProcessPeakMib?.toFixed(0) ?? "-"} MiB  ${sample.tensors} tensors, ${(sample.bytes / 2 ** 30).toFixed(2)} GiB` +
+        (sample.networkBytes === undefined ? "" : `  network ${(sample.networkBytes / 2 ** 20).toFixed(1)} MiB`),
+    );
+  };
+  const profiles: string[] = [];
+  const fresh = () => {
+    const profile = fs.mkdtempSync(path.join(os.tmpdir(), "st-gpu-bench-"));
+    profiles.push(profile);
+    return profile;
+  };
+  const network = async () =>
+    (await nginx.log()).filter((e) => e.path.startsWith("/data/")).reduce((a, e) => a + e.bytes, 0);
+  const once = async (row: string, profile: string, body: string, arg: unknown[]) => {
+    await nginx.clearLog();
+    try {
+      const sample = await load(profile, nginx.url, body, arg);
+      add(row, { ...sample, networkBytes: await network() });
+    } catch (error) {
+      failures.push(`${row}: ${(error as Error).message.split("\n")[0]}`);
+      console.log(`${row.padEnd(18)} FAILED: ${failures[failures.length - 1]}`);
+    }
+  };
+  try {
+    console.log(
+      `load: ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" ")}`,
+    );
+    for (let run = 0; run < runs; run++) {
+      if (method) {
+        for (const how of ["writeBuffer", "mappedAtCreation"]) await once(how, fresh(), LOADERS.method!, [how]);
+        continue;
+      }
+      const naive = fresh();
+      await once("naive cold", naive, LOADERS.naive!, [url]);
+      await once("naive again", naive, LOADERS.naive!, [url]);
+      await once("ours cold", fresh(), LOADERS.ours!, [url, false]);
+      const cached = fresh();
+      await once("ours cold+cache", cached, LOADERS.ours!, [url, true]);
+      await once("ours from cache", cached, LOADERS.ours!, [url, true]);
+      for (const p of profiles.splice(0)) fs.rmSync(p, { recursive: true, force: true });
+    }
+    console.log(
+      `load: ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" ")}`,
+    );
+    console.log("\nmedians:");
+    const summary: Record<string, { ms: number; rendererPeakMib: number; networkMib: number }> = {};
+    for (const [row, list] of samples) {
+      summary[row] = {
+        ms: median(list.map((s) => s.ms)),
+        rendererPeakMib: median(list.map((s) => s.rendererPeakMib)),
+        networkMib: median(list.map((s) => (s.networkBytes ?? 0) / 2 ** 20)),
+      };
+      console.log(
+        `${row.padEnd(18)} ${(summary[row]!.ms / 1000).toFixed(2).padStart(7)} s  renderer peak ${summary[row]!.rendererPeakMib.toFixed(0).padStart(5)} MiB  network ${summary[row]!.networkMib.toFixed(1)} MiB`,
+      );
+    }
+    for (const failure of failures) console.log(`failed: ${failure}`);
+    if (args.json) {
+      fs.writeFileSync(args.json, JSON.stringify({ summary, failures, samples: Object.fromEntries(samples) }, null, 2));
+    }
+  } finally {
+    for (const p of profiles) fs.rmSync(p, { recursive: true, force: true });
+    await nginx.stop();
+  }
+}
+
+await main();

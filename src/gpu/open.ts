@@ -1,0 +1,77 @@
+/**
+ * What `loadToGPU` reads from: a URL or hf:// location (a file, or an index of a sharded checkpoint), a Blob/File,
+ * any byte source, or a handle the caller opened. Opened here means closed here; a caller's handle stays open.
+ */
+import { AsyncSafetensorsFile, toSource } from "../async-file.js";
+import { SafetensorError } from "../format/errors.js";
+import type { ByteSource, ByteSourceOpener } from "../io/async-source.js";
+import { resolveHfUrl } from "../remote/hf.js";
+import type { HttpOptions } from "../remote/http.js";
+import { AsyncShardedFile, type AsyncShardedOptions, urlShardedSource } from "../remote/sharded.js";
+
+/** Where downloaded bytes can be kept (the OPFS cache, `openWeightCache`): a caching source for a URL. */
+export interface SourceCache {
+  opener(url: string, options?: HttpOptions): ByteSourceOpener;
+}
+
+export type GpuLoadInput =
+  | string
+  | URL
+  | Blob
+  | ByteSource
+  | ByteSourceOpener
+  | AsyncSafetensorsFile
+  | AsyncShardedFile;
+
+export interface OpenedInput {
+  readonly files: readonly AsyncSafetensorsFile[];
+  close(): Promise<void>;
+}
+
+/** True for a location whose path ends in .json: the index of a sharded checkpoint. */
+export function isIndexLocation(location: string): boolean {
+  const path = location.replace(/[?#].*$/, "");
+  return /\.json$/i.test(path);
+}
+
+/** An http(s) URL and the request options for an http(s):// or hf:// location. */
+function resolve(location: string, options: AsyncShardedOptions): { url: string; http: HttpOptions } {
+  if (!/^hf:\/\//i.test(location)) return { url: new URL(location).href, http: options };
+  const { url, headers } = resolveHfUrl(location, options);
+  new Headers(options.headers).forEach((value, key) => {
+    headers.set(key, value);
+  });
+  return { url, http: { ...options, headers } };
+}
+
+export async function openInput(
+  input: GpuLoadInput,
+  options: AsyncShardedOptions & { cache?: SourceCache | undefined },
+): Promise<OpenedInput> {
+  const keep = async () => {};
+  if (input instanceof AsyncSafetensorsFile) return { files: [input], close: keep };
+  if (input instanceof AsyncShardedFile) return { files: input.shards.map((f) => input.shard(f)), close: keep };
+  const cache = options.cache;
+  if (typeof input === "string" || input instanceof URL) {
+    const { url, http } = resolve(String(input), options);
+    const sourceOf = (fileUrl: string) => (cache ? cache.opener(fileUrl, http) : toSource(fileUrl, http));
+    if (isIndexLocation(url)) {
+      const index = urlShardedSource(url, http);
+      const sharded = await AsyncShardedFile.open(
+        {
+          readIndex: () => index.readIndex(),
+          openShard: (file) => AsyncSafetensorsFile.open(sourceOf(new URL(file, url).href), options),
+        },
+        options,
+      );
+      return { files: sharded.shards.map((f) => sharded.shard(f)), close: () => sharded.close() };
+    }
+    const file = await AsyncSafetensorsFile.open(sourceOf(url), options);
+    return { files: [file], close: () => file.close() };
+  }
+  if (cache) {
+    throw new SafetensorError("InvalidOption", "cache applies to URLs only (a Blob or a source is already local)");
+  }
+  const file = await AsyncSafetensorsFile.open(toSource(input), options);
+  return { files: [file], close: () => file.close() };
+}
