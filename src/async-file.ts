@@ -35,6 +35,7 @@ export const DEFAULT_MAX_READ_BYTES = 64 << 20;
 export const DEFAULT_REMOTE_MAX_GAP = 64 << 10;
 export const DEFAULT_LOCAL_MAX_GAP = 4096;
 
+/** How an async file plans its reads: the first read's size, merging, splitting and concurrency. */
 export interface AsyncReadOptions {
   /**
    * Bytes read at open, before the header size is known (default 1 MiB for remote sources, 64 KiB for local ones).
@@ -51,11 +52,13 @@ export interface AsyncReadOptions {
   signal?: AbortSignal;
 }
 
+/** Options of `open`: header limits, how reads are planned, HTTP and Hub settings. */
 export interface AsyncOpenOptions extends HeaderOptions, AsyncReadOptions, HttpOptions, HfOptions {}
 
 /** What `open` accepts: a source, a Blob/File, bytes in memory, or an http(s):// or hf:// URL. */
 export type AsyncInput = ByteSource | ByteSourceOpener | Blob | ArrayBuffer | ArrayBufferView | string | URL;
 
+/** Options of one read of an async file: `signal` cancels it. */
 export interface AsyncGetOptions extends ReadOptions {}
 
 /** A tensor to be sliced: `get` reads a numpy basic index of it, touching only the bytes it selects. */
@@ -100,6 +103,10 @@ export async function open(input: AsyncInput, options: AsyncOpenOptions = {}): P
   return AsyncSafetensorsFile.open(toSource(input, options), options);
 }
 
+/**
+ * A safetensors file read through an async `ByteSource` (a URL, a Blob, bytes, a Node FileHandle): the header is read
+ * and validated at open, then tensors and slices are fetched on demand with planned, concurrent reads. Made by `open`.
+ */
 export class AsyncSafetensorsFile extends HeaderView<ByteSource> {
   /** The first bytes of the file, read at open: reads inside them need no further read. */
   private readonly head: Uint8Array;

@@ -13,6 +13,7 @@ import type { SyncByteSource } from "./io/source.js";
 import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
 import { Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
 
+/** Options of `getTensor` and of a slice's `get`. */
 export interface GetTensorOptions {
   /**
    * "view" returns memory shared with the source when it can (mapped or in-memory files; valid until `close()`),
@@ -53,6 +54,11 @@ function nameOtherFormat(source: SyncByteSource, error: unknown): unknown {
   });
 }
 
+/**
+ * A safetensors file opened for reading (what `openFile` returns): the header is read and validated once, and each
+ * tensor or slice read touches only its own bytes. Close it (or use `using`) when done: views it returned are then
+ * released.
+ */
 export class SafetensorsFile extends HeaderView<SyncByteSource> {
   private constructor(source: SyncByteSource, header: Header) {
     super(source, header);

@@ -1,6 +1,8 @@
 /**
  * safetensors-ts core: format, dtypes, tensors, codecs, slicing and in-memory reading and writing. No Node APIs:
  * this entry point runs in browsers. Node file IO lives in `safetensors-ts/node`.
+ *
+ * @module safetensors-ts/core
  */
 import { type Header, type HeaderOptions, parseHeaderFromBuffer } from "./format/header.js";
 import { Tensor } from "./tensor.js";
@@ -17,6 +19,7 @@ export {
   type AsyncTensorSlice,
   open,
 } from "./async-file.js";
+export type { Float8Dtype } from "./codecs/float8.js";
 export {
   canDecode,
   canEncode,
@@ -28,6 +31,7 @@ export {
   type ToFloat32Options,
   toFloat32,
 } from "./codecs/index.js";
+export type { SubByteDtype } from "./codecs/subbyte.js";
 export { type GetTensorOptions, SafetensorsFile, type TensorSlice } from "./file.js";
 export {
   byteSize,
@@ -104,6 +108,7 @@ export {
 } from "./io/async-source.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
 export {
+  type Container,
   type ContainerFormat,
   type ContainerOptions,
   type ConversionPlan,
@@ -114,6 +119,7 @@ export {
   openContainer,
   openContainerAsync,
   type PickleLimits,
+  type PlannedTensor as PlannedPickleTensor,
   planConversion,
   type ScanReport,
   scanSource,
@@ -137,8 +143,8 @@ export {
   type RankTensor,
   type TensorCatalog,
 } from "./rank/plan.js";
-export { DEFAULT_HF_ENDPOINT, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
-export { type HttpOptions, HttpSource } from "./remote/http.js";
+export { DEFAULT_HF_ENDPOINT, type HfLocation, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
+export { type HttpOptions, HttpSource, type HttpValidators } from "./remote/http.js";
 export {
   AsyncShardedFile,
   type AsyncShardedOptions,
@@ -196,6 +202,7 @@ declare global {
   }
 }
 
+/** What `deserialize` returns. */
 export interface Deserialized {
   readonly header: Header;
   readonly metadata: ReadonlyMap<string, string> | null;

@@ -38,8 +38,13 @@ const PRIME_ROUNDS = 10;
 // CLI included; installing them loads the optional addon.
 installAccelerators({ isUtf8, ...nativeJsonAccelerators() });
 
+/**
+ * How a local file is read: "mmap" (zero-copy views; needs the native addon), "pread" (positional reads into
+ * memory the caller owns), "auto" (mmap when the addon is loaded).
+ */
 export type Backend = "auto" | "mmap" | "pread";
 
+/** Options of `openFile`. */
 export interface OpenFileOptions extends HeaderOptions {
   /**
    * "mmap" maps the file (zero-copy views, valid until `close()`; needs the native addon), "pread" reads each tensor
@@ -116,6 +121,7 @@ export function openFile(path: string, options: OpenFileOptions = {}): Safetenso
   return SafetensorsFile.open(openSource(path, options.backend ?? "auto", options.interruptedEdit), options);
 }
 
+/** Options of `loadFile`. */
 export interface LoadFileOptions extends OpenFileOptions {
   /**
    * Make every byte resident before returning. mmap: every page of the mapping is touched by several threads, so
@@ -258,6 +264,7 @@ function viewsOf(header: Header, source: SyncByteSource, into: Map<string, Tenso
   }
 }
 
+/** Options of `saveFile`: header limits, `fsync`, `mode` and direct I/O. */
 export interface SaveFileOptions extends SerializeOptions, AtomicWriteOptions, SaveOptions {}
 
 /**

@@ -22,11 +22,13 @@ import {
 import { DEFAULT_FILENAME_PATTERN, DEFAULT_MAX_INDEX_BYTES, type ShardPlan, shardFileName } from "./shards/index.js";
 import { commitCheckpoint, readIndex, realpath, shardPath } from "./shards/node.js";
 
+/** Options of `convertPickleDirectory`. */
 export interface DirectoryConvertOptions extends NodeConvertOptions, AtomicWriteOptions {
   /** Largest index file read (default 64 MiB). */
   maxIndexBytes?: number;
 }
 
+/** What `convertPickleDirectory` wrote. */
 export interface DirectoryConversionReport {
   readonly input: string;
   readonly output: string;

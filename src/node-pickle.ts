@@ -20,6 +20,7 @@ import { planZip, stateDictPickle, type TorchTensorSpec, torchTypeOf, zipDirecto
 /** Chunk of reads and writes: large enough for sequential disk speed, small enough for a flat RSS. */
 const CHUNK_BYTES = 8 << 20;
 
+/** Options of `convertPickleFile`. */
 export interface NodeConvertOptions extends ConvertOptions {
   /** Largest non-contiguous tensor span gathered in memory, in bytes. Default 1 GiB. */
   maxGatherBytes?: number;
@@ -51,6 +52,7 @@ export function scanPickleFile(path: string, options: ContainerOptions = {}): Sc
   }
 }
 
+/** What `convertPickleFile` wrote: the plan it followed and every tensor written. */
 export interface ConversionReport extends Omit<ConversionPlan, "tensors"> {
   readonly tensors: readonly {
     name: string;
@@ -251,6 +253,7 @@ export function convertPickleFile(input: string, output: string, options: NodeCo
   }
 }
 
+/** What `convertToTorchFile` wrote. */
 export interface TorchWriteReport {
   readonly tensors: number;
   /** Names written as the same tensor object as another (tied), from the safetensors metadata. */

@@ -1,5 +1,8 @@
 /**
- * Node.js entry point: everything from the core plus local-file reading and atomic writing.
+ * Node.js entry point (`safetensors-ts` in Node, and `safetensors-ts/node`): everything from the core plus files,
+ * in-place edits, masks, sharded checkpoints, integrity and PyTorch conversion.
+ *
+ * @module safetensors-ts/node
  */
 import { loadNative } from "./io/native.js";
 import { primeOpenPath } from "./node-files.js";
@@ -85,7 +88,15 @@ export {
   type SaveFileOptions,
   saveFile,
 } from "./node-files.js";
-export { convertPickleFile, convertToTorchFile, planPickleFile, scanPickleFile } from "./node-pickle.js";
+export {
+  type ConversionReport,
+  convertPickleFile,
+  convertToTorchFile,
+  type NodeConvertOptions,
+  planPickleFile,
+  scanPickleFile,
+  type TorchWriteReport,
+} from "./node-pickle.js";
 export {
   convertPickleDirectory,
   type DirectoryConversionReport,

@@ -2,6 +2,7 @@ import { fromFloat32, toFloat32 } from "./codecs/index.js";
 import { byteSize, byteSizeNumber, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "./format/dtypes.js";
 import { SafetensorError } from "./format/errors.js";
 
+/** The TypedArrays `Tensor.typed` returns. */
 export type TypedArray =
   | Uint8Array
   | Int8Array

@@ -28,6 +28,7 @@
 import { LITTLE_ENDIAN, miniToF32Bits, roundMagnitude, runAligned } from "./common.js";
 import { f16ToF32Bits } from "./half.js";
 
+/** The five 8-bit float dtypes. */
 export type Float8Dtype = "F8_E4M3" | "F8_E5M2" | "F8_E4M3FNUZ" | "F8_E5M2FNUZ" | "F8_E8M0";
 
 export function e4m3fnToF32Bits(c: number): number {

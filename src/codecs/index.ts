@@ -19,6 +19,7 @@ import { decodeBf16, decodeF16, encodeBf16, encodeF16 } from "./half.js";
 import { decodeNumeric, type NumericDtype } from "./numeric.js";
 import { decodeSubByte, encodeSubByte, type SubByteDtype } from "./subbyte.js";
 
+/** Options of `toFloat32`. */
 export interface ToFloat32Options {
   /**
    * Number of elements to decode. Optional when the byte length holds a whole number of elements (always for 8, 16,
@@ -31,6 +32,7 @@ export interface ToFloat32Options {
   readonly out?: Float32Array;
 }
 
+/** Options of `fromFloat32`. */
 export interface FromFloat32Options {
   /** Destination; must hold at least the encoded byte length. The result is `out` or its first bytes. */
   readonly out?: Uint8Array;

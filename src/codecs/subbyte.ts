@@ -31,6 +31,7 @@
  */
 import { miniToF32Bits, roundMagnitude } from "./common.js";
 
+/** The packed float dtypes narrower than a byte: F4 (two per byte) and the two F6 (four per three bytes). */
 export type SubByteDtype = "F4" | "F6_E2M3" | "F6_E3M2";
 
 interface SubByteSpec {

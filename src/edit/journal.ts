@@ -619,11 +619,13 @@ export function rollbackFromJournal(file: string, fd: number): void {
   }
 }
 
+/** Options of `recoverFile`. */
 export interface RecoverOptions {
   /** fsync the restored file before the journal is removed (default true). */
   readonly fsync?: boolean;
 }
 
+/** What `recoverFile` did: whether there was a journal to roll back, and how much it restored. */
 export interface RecoverResult {
   /** False when there was no journal (nothing to do). */
   readonly recovered: boolean;

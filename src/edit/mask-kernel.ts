@@ -20,7 +20,14 @@ import type { Dtype } from "../format/dtypes.js";
 import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 
+/**
+ * How masked weights become zero: "multiply" is numpy's `w * (g > 0)` (signed zeros, NaN rules), "zero" is
+ * `np.where(g > 0, w, 0)`.
+ */
 export type MaskMode = "multiply" | "zero";
+/**
+ * Bit order of a packed mask: "big" (numpy's `packbits` default: element 0 in the most significant bit) or "little".
+ */
 export type BitOrder = "big" | "little";
 
 /** How a float format stores special values, for the multiply rule. */

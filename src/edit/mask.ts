@@ -28,6 +28,7 @@ import { ShardedEditHandle } from "./sharded-edit.js";
 
 export type { BitOrder, MaskMode };
 
+/** Options of `applyMask`: the edit options (fsync, journal limit) plus how masks are read and applied. */
 export interface ApplyMaskOptions extends EditOptions {
   /** Bit order of packed masks (default "big", numpy's default). */
   readonly bitOrder?: BitOrder;
@@ -37,8 +38,13 @@ export interface ApplyMaskOptions extends EditOptions {
   readonly chunkBytes?: number;
 }
 
+/**
+ * How a mask was read: one value per weight element, bits packed over the flattened weight (`np.packbits(keep,
+ * axis=None)`), or bits packed per row (`np.packbits(keep, axis=-1)`).
+ */
 export type MaskLayout = "elementwise" | "packed" | "packed-rows";
 
+/** One weight a mask was applied to. */
 export interface MaskedTensor {
   readonly tensor: string;
   /** The file holding the weight (a shard's path for a sharded checkpoint). */
@@ -50,6 +56,7 @@ export interface MaskedTensor {
   readonly zeroed: number;
 }
 
+/** What `applyMask` did. */
 export interface ApplyMaskResult {
   /** In the mask file's order. */
   readonly tensors: readonly MaskedTensor[];

@@ -34,6 +34,7 @@ import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } fr
 import { recoverCheckpoint, ShardedEditHandle } from "./sharded-edit.js";
 import { planWrite, type WritePlan } from "./write-plan.js";
 
+/** Options of `openForEdit`. */
 export interface EditOptions extends HeaderOptions {
   /**
    * fsync the journal before overwriting anything, and the file at `commit()`/`rollback()` (default false: a process
@@ -60,6 +61,7 @@ export interface EditOptions extends HeaderOptions {
  */
 export type VerifyLevel = "none" | "tensor" | "full";
 
+/** Options of one `write`: how much it proves (see `VerifyLevel`). */
 export interface WriteOptions {
   readonly verify?: VerifyLevel;
 }
@@ -82,6 +84,7 @@ export type EditValues =
   | Uint8Array
   | { readonly fill: number | bigint };
 
+/** What one `write` changed: where, how many elements and bytes, and the proof when it was verified. */
 export interface EditResult {
   /** The file written (a shard's path for a sharded checkpoint). */
   readonly file: string;
@@ -96,6 +99,7 @@ export interface EditResult {
   readonly proof?: LocalityProof;
 }
 
+/** Default of `EditOptions.maxJournalBytes`: 1 GiB of old bytes per uncommitted transaction. */
 export const DEFAULT_MAX_JOURNAL_BYTES = 2 ** 30;
 
 /** Encode `values` as the slice's bytes in `info.dtype`, refusing a count or byte length that does not fit. */

@@ -18,6 +18,10 @@ import type { SliceIndex } from "../slice/index.js";
 import { type RecoverResult, readCommitMarker, recoverFile, removeCommitMarker, writeCommitMarker } from "./journal.js";
 import { EditHandle, type EditOptions, type EditResult, type EditValues, type WriteOptions } from "./region.js";
 
+/**
+ * In-place edits of a sharded checkpoint (what `openForEdit` returns for a directory or index): each write goes to the
+ * shard holding its tensor, each shard journaled; a commit that touched several shards is all or none.
+ */
 export class ShardedEditHandle {
   /** The checkpoint as given (directory or index). */
   readonly path: string;
@@ -112,6 +116,7 @@ export class ShardedEditHandle {
   }
 }
 
+/** What `recoverCheckpoint` did, per shard. */
 export interface CheckpointRecoverResult {
   /** Per shard file that had a journal (its base name). */
   readonly shards: ReadonlyMap<string, RecoverResult>;

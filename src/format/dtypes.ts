@@ -29,8 +29,10 @@ export const DTYPES = [
   "U64",
 ] as const;
 
+/** One of the 22 safetensors dtype names (`"F32"`, `"BF16"`, `"F8_E4M3"`, `"I64"`, ...). */
 export type Dtype = (typeof DTYPES)[number];
 
+/** The TypedArray a dtype's elements are stored in (see `Tensor.typed`). */
 export type TypedArrayName =
   | "Uint8Array"
   | "Int8Array"
@@ -43,8 +45,10 @@ export type TypedArrayName =
   | "BigInt64Array"
   | "BigUint64Array";
 
+/** The family of a dtype. */
 export type DtypeKind = "bool" | "int" | "uint" | "float" | "complex";
 
+/** What a dtype is: its bits per element, kind, and the TypedArray that stores it. */
 export interface DtypeInfo {
   readonly name: Dtype;
   /** Bits per element: 4, 6, 8, 16, 32 or 64. */
@@ -108,6 +112,7 @@ const TABLE: ReadonlyMap<string, DtypeInfo> = new Map<string, DtypeInfo>(
   ].map((entry) => [entry.name, entry]),
 );
 
+/** Whether `name` is one of the 22 dtype names. */
 export function isDtype(name: unknown): name is Dtype {
   return typeof name === "string" && TABLE.has(name);
 }

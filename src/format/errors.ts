@@ -21,8 +21,10 @@ export const HEADER_ERROR_CODES = [
   "MetadataIncompleteBuffer",
 ] as const;
 
+/** The codes of the reference implementation's header checks (`HEADER_ERROR_CODES`). */
 export type HeaderErrorCode = (typeof HEADER_ERROR_CODES)[number];
 
+/** Every code a `SafetensorError` can carry; docs/errors.md says what each means. */
 export type SafetensorErrorCode =
   | HeaderErrorCode
   // Use of a valid file, and writing.
@@ -76,6 +78,7 @@ export type SafetensorErrorCode =
   | "UnsafePickle"
   | "UnsupportedPickle";
 
+/** The one error type of the library: match on `code` (stable), never on `message`. */
 export class SafetensorError extends Error {
   override readonly name = "SafetensorError";
   readonly code: SafetensorErrorCode;
@@ -89,6 +92,7 @@ export class SafetensorError extends Error {
   }
 }
 
+/** Whether `error` is a `SafetensorError` (narrows its type). */
 export function isSafetensorError(error: unknown): error is SafetensorError {
   return error instanceof SafetensorError;
 }

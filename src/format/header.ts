@@ -21,9 +21,11 @@ import { type Dtype, dtypeInfo } from "./dtypes.js";
 import { quoteName, SafetensorError } from "./errors.js";
 import { consumeUnexpected, describeValueAt, JsonCursor, MAX_JSON_DEPTH } from "./json.js";
 
+/** The largest header accepted by default: 100,000,000 bytes, the reference implementation's limit. */
 export const DEFAULT_MAX_HEADER_BYTES = 100_000_000;
 const U64_MAX = 2n ** 64n - 1n;
 
+/** Limits and rules of header validation, taken by every reader. */
 export interface HeaderOptions {
   /** Largest accepted header (JSON) size in bytes. Default 100,000,000, the reference's limit. */
   maxHeaderBytes?: number;
@@ -35,6 +37,7 @@ export interface HeaderOptions {
   overflowCheck?: "reference" | "exact";
 }
 
+/** One tensor's header entry: dtype, shape and where its bytes are. */
 export interface TensorInfo {
   readonly name: string;
   readonly dtype: Dtype;
@@ -47,6 +50,7 @@ export interface TensorInfo {
   readonly byteLength: number;
 }
 
+/** A validated header: sizes, metadata and every tensor's entry. */
 export interface Header {
   /** N: the JSON header's size in bytes, padding included. */
   readonly headerLength: number;

@@ -20,13 +20,19 @@ export interface TensorLike extends TensorSpec {
   readonly data: ArrayBufferView;
 }
 
+/**
+ * Tensors by name as given to writers: a record, a Map, or an iterable of `[name, tensor]` pairs (their order is
+ * kept where the format leaves it free).
+ */
 export type NamedTensors<T extends TensorSpec = TensorLike> =
   | ReadonlyMap<string, T>
   | Iterable<readonly [string, T]>
   | Readonly<Record<string, T>>;
 
+/** `__metadata__` as given to writers: a record or Map of strings, or nothing. */
 export type MetadataInput = ReadonlyMap<string, string> | Readonly<Record<string, string>> | null | undefined;
 
+/** Options of every writer. */
 export interface SerializeOptions {
   /** Refuse headers larger than this (the reference refuses what it could not read back). */
   maxHeaderBytes?: number;
@@ -68,6 +74,7 @@ function asBytes(view: ArrayBufferView): Uint8Array {
   return view instanceof Uint8Array ? view : new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
 }
 
+/** One tensor's place in a `LayoutPlan`. */
 export interface LayoutTensor {
   readonly name: string;
   readonly dtype: Dtype;
@@ -77,6 +84,7 @@ export interface LayoutTensor {
   readonly end: number;
 }
 
+/** A file's layout before any tensor byte is written: the header bytes and each tensor's offsets. */
 export interface LayoutPlan<T extends LayoutTensor = LayoutTensor> {
   /** The 8-byte size prefix followed by the padded JSON header. */
   readonly header: Uint8Array;
@@ -91,6 +99,7 @@ export interface PlannedTensor extends LayoutTensor {
   readonly data: Uint8Array;
 }
 
+/** A layout whose tensors carry their bytes: what `serialize` and `saveFile` write. */
 export type SerializationPlan = LayoutPlan<PlannedTensor>;
 
 /**

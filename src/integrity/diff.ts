@@ -9,13 +9,16 @@ import type { Dtype } from "../format/dtypes.js";
 import { compareCodePoints } from "../format/serialize.js";
 import { compareTensors, sameBytes } from "./compare.js";
 
+/** How a tensor compares: the same bytes, changed values, on one side only, or another dtype or shape. */
 export type TensorDiffStatus = "same" | "changed" | "only_a" | "only_b" | "dtype_changed" | "shape_changed";
 
+/** A tensor's dtype and shape on one side of a diff. */
 export interface TensorSide {
   readonly dtype: Dtype;
   readonly shape: readonly number[];
 }
 
+/** One tensor's comparison: its status, and for `changed` how many elements and rows differ and by how much. */
 export interface TensorDiff {
   readonly name: string;
   readonly status: TensorDiffStatus;
@@ -35,6 +38,7 @@ export interface TensorDiff {
   readonly sameBytes?: boolean;
 }
 
+/** A metadata key whose value differs between A and B. */
 export interface MetadataDiff {
   readonly key: string;
   /** Absent on the side that lacks the key. */
@@ -42,6 +46,7 @@ export interface MetadataDiff {
   readonly b?: string;
 }
 
+/** What `diffCheckpoints` found. */
 export interface CheckpointDiff {
   /** True when every tensor is the same and the metadata too. */
   readonly same: boolean;
@@ -52,6 +57,7 @@ export interface CheckpointDiff {
   readonly warnings: readonly string[];
 }
 
+/** Options of `diffCheckpoints`. */
 export interface DiffOptions {
   /** Row ranges listed per changed tensor (default 1000); `rowRanges` still counts them all. */
   maxRowRanges?: number;

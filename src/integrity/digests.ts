@@ -21,6 +21,7 @@ import type { Header } from "../format/header.js";
 import { hashLanes } from "./digest-lanes.js";
 import { type SegmentDigests, segmentDigests } from "./segments.js";
 
+/** Every digest of a file from one read: the file's SHA-256 and each tensor's. */
 export interface FileDigests {
   /** Bytes hashed: the file's length. */
   readonly size: number;

@@ -20,6 +20,7 @@ export const IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json";
 export const IN_TOTO_STATEMENT_TYPE = "https://in-toto.io/Statement/v1";
 export const MODEL_SIGNING_PREDICATE_TYPE = "https://model_signing/signature/v1.0";
 
+/** A DSSE envelope: a payload, its type, and signatures over its pre-authentication encoding. */
 export interface DsseEnvelope {
   payloadType: string;
   /** Base64 of the payload bytes. */

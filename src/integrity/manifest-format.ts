@@ -12,6 +12,7 @@ import { HEX64, isCount, isRecord } from "./json-checks.js";
 
 export const MANIFEST_VERSION = 1;
 
+/** One tensor of a manifest file: its header entry and the SHA-256 of its bytes. */
 export interface ManifestTensor {
   readonly name: string;
   readonly dtype: string;
@@ -20,6 +21,7 @@ export interface ManifestTensor {
   readonly sha256: string;
 }
 
+/** One file of a manifest. */
 export interface ManifestFile {
   readonly name: string;
   readonly size: number;
@@ -30,6 +32,10 @@ export interface ManifestFile {
   readonly tensors?: readonly ManifestTensor[];
 }
 
+/**
+ * An integrity manifest (`createManifest`): every file's size and SHA-256, and for safetensors files the header's
+ * SHA-256, the metadata and every tensor's digest.
+ */
 export interface Manifest {
   readonly manifest_version: number;
   readonly model: string;

@@ -91,13 +91,16 @@ export function createManifest(target: string): Manifest {
   };
 }
 
+/** How a tensor differs from the manifest: other bytes, gone, new, another dtype or shape, or other offsets. */
 export type TensorCheckStatus = "changed" | "missing" | "added" | "retyped" | "moved";
 
+/** A tensor that differs from the manifest. */
 export interface TensorCheck {
   readonly name: string;
   readonly status: TensorCheckStatus;
 }
 
+/** One file checked against a manifest. */
 export interface FileCheck {
   readonly name: string;
   readonly path: string;
@@ -110,6 +113,7 @@ export interface FileCheck {
   readonly tensors?: readonly TensorCheck[];
 }
 
+/** What `verifyManifest` found: `ok` when every file matches. */
 export interface VerifyReport {
   readonly ok: boolean;
   readonly files: readonly FileCheck[];

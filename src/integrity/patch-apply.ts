@@ -40,8 +40,10 @@ import {
 } from "./patch-format.js";
 import { openStoredFile, type StoredFile } from "./stored-file.js";
 
+/** Options of `applyPatch` (`fsync`, `mode` of new files). */
 export interface ApplyPatchOptions extends AtomicWriteOptions {}
 
+/** What `applyPatch` wrote, verified. */
 export interface ApplyPatchResult {
   readonly plan: PatchPlan;
   /** The target's size and SHA-256, verified (a sharded target: its total size and its index's SHA-256). */
@@ -65,6 +67,12 @@ export function readPatchPlan(patchPath: string): PatchPlan {
   }
 }
 
+/**
+ * Rebuild NEW from OLD and a patch made by `createPatch`, byte for byte, into `outPath` (a file, or a directory
+ * for a sharded target). OLD is checked against the patch's base first (`PatchBaseMismatch`), every source before
+ * anything is written (`PatchInvalid`), and the output is renamed into place only when its SHA-256 is NEW's
+ * (`PatchTargetMismatch`). `outPath` may be OLD itself.
+ */
 export function applyPatch(
   oldPath: string,
   patchPath: string,

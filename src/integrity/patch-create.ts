@@ -28,6 +28,7 @@ import {
 } from "./patch-format.js";
 import type { StoredFile } from "./stored-file.js";
 
+/** Options of `createPatch`. */
 export interface CreatePatchOptions extends WriterOptions {
   /**
    * A changed tensor with more changed row ranges than this is stored whole (default 65,536): the plan lists every
@@ -36,6 +37,7 @@ export interface CreatePatchOptions extends WriterOptions {
   maxRowRanges?: number;
 }
 
+/** What `createPatch` wrote: the plan and the patch's size. */
 export interface CreatePatchResult {
   readonly plan: PatchPlan;
   /** The patch file's size in bytes. */
@@ -68,6 +70,11 @@ function hashSide(side: PatchSide): Hashed[] {
   });
 }
 
+/**
+ * Write a delta patch from OLD to NEW (files, checkpoint directories or index files) at `outPath`: tensors OLD
+ * already holds are referenced, tensors changed in part are stored as their changed rows, the rest whole. The patch
+ * is itself a safetensors file.
+ */
 export function createPatch(
   oldPath: string,
   newPath: string,

@@ -43,12 +43,16 @@ export const PATCH_VERSION = 1;
 /** Patches between sharded checkpoints (several base and target files, whole-file copies, raw files). */
 export const SHARDED_PATCH_VERSION = 2;
 
+/** A file a patch names, with the size and SHA-256 it must have. */
 export interface PatchFileRef {
   readonly name: string;
   readonly size: number;
   readonly sha256: string;
 }
 
+/**
+ * How one target tensor is rebuilt: from a base tensor, from the patch's bytes, or a base tensor with rows replaced.
+ */
 export interface PatchOp {
   readonly name: string;
   readonly from?: readonly [number, string];
@@ -56,6 +60,7 @@ export interface PatchOp {
   readonly data?: string;
 }
 
+/** A target file of a patch: rebuilt from its ops, a copy of a base file, or stored whole. */
 export interface PatchTarget extends PatchFileRef {
   /** The patch tensor holding the target's header bytes (a safetensors target). */
   readonly header?: string;
@@ -66,6 +71,7 @@ export interface PatchTarget extends PatchFileRef {
   readonly data?: string;
 }
 
+/** What a patch changes, by tensor name. */
 export interface PatchSummary {
   /** Tensors whose bytes are taken from the base tensor of the same name. */
   readonly same: number;
@@ -80,6 +86,7 @@ export interface PatchSummary {
   readonly headerChanged: boolean;
 }
 
+/** A patch's plan (its `__metadata__["safetensors_patch"]`): the base files, the target files and a summary. */
 export interface PatchPlan {
   readonly version: number;
   readonly base: readonly PatchFileRef[];

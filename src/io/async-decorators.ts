@@ -6,6 +6,7 @@ import { SafetensorError } from "../format/errors.js";
 import type { ByteSource, ReadOptions } from "./async-source.js";
 import { throwIfAborted } from "./async-source.js";
 
+/** A byte range [start, end) of a file. */
 export interface Range {
   readonly start: number;
   readonly end: number;
@@ -101,6 +102,7 @@ export function withConcurrencyLimit(inner: ByteSource, concurrency: number): By
   })(inner);
 }
 
+/** Options of `withCoalescing`. */
 export interface CoalesceOptions {
   /** Reads issued in the same turn whose gap is at most this many bytes become one read. */
   readonly maxGap: number;
@@ -162,6 +164,7 @@ export function withCoalescing(inner: ByteSource, options: CoalesceOptions): Byt
   })(inner);
 }
 
+/** Options of `withCache`. */
 export interface CacheOptions {
   /** Bytes are cached in aligned blocks of this size (default 64 KiB). */
   readonly blockSize?: number;

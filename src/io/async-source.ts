@@ -5,6 +5,7 @@
 import { SafetensorError } from "../format/errors.js";
 import { checkRange, MemorySource, type SyncByteSource } from "./source.js";
 
+/** Options of one read: `signal` cancels it. */
 export interface ReadOptions {
   readonly signal?: AbortSignal | undefined;
 }

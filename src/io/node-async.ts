@@ -75,6 +75,7 @@ export class FileHandleSource implements ByteSource {
 
 const URL_SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
 
+/** Options of Node's `open`: the core's options plus S3 settings. */
 export interface NodeOpenOptions extends AsyncOpenOptions, S3Options {}
 
 /**

@@ -23,6 +23,7 @@ import {
 import { COPY_BUFFER_BYTES, copyRange } from "./node-copy.js";
 import { AtomicFile, type AtomicWriteOptions, writeAllAt, writeError } from "./node-write.js";
 
+/** Options of `createWriter`: header limits, `fsync` and `mode`. */
 export interface WriterOptions extends SerializeOptions, AtomicWriteOptions {}
 
 /** Where a region write goes inside its tensor. */

@@ -17,6 +17,7 @@ import {
 } from "./machine.js";
 import { asInt, itemsOf, type PyValue } from "./values.js";
 
+/** The checkpoint formats `torch.save` has written: zip (current), legacy, tar, or a plain pickle. */
 export type ContainerFormat = "zip" | "legacy" | "tar" | "pickle";
 
 /** Where a storage's bytes are: a byte range of the source, or bytes already in memory (inflated records). */
@@ -51,6 +52,7 @@ export class ContainerFailure extends SafetensorError {
   }
 }
 
+/** A PyTorch checkpoint opened as data (`openContainer`): its pickles and where its storages' bytes are. */
 export interface Container {
   readonly format: ContainerFormat;
   /** Every pickle in the file, in order. */
@@ -75,6 +77,7 @@ export interface TarTensor {
   readonly offset: number;
 }
 
+/** Limits and the inflater used to open a checkpoint. */
 export interface ContainerOptions extends PickleLimits {
   /**
    * Inflate a raw-deflate zip record to exactly `size` bytes (the Node adapter passes node:zlib; `openContainerAsync`

@@ -23,6 +23,7 @@ import {
   type PyValue,
 } from "./values.js";
 
+/** Bounds on what reading one pickle may cost; past any of them the pickle is refused with `PickleLimit`. */
 export interface PickleLimits {
   /** Largest pickle read into memory, in bytes. Default 512 MiB (a 10k-tensor state dict pickles to ~2 MB). */
   maxPickleBytes?: number;
@@ -38,6 +39,7 @@ export interface PickleLimits {
   maxIntBytes?: number;
 }
 
+/** The defaults of `PickleLimits`. */
 export const DEFAULT_PICKLE_LIMITS: Required<PickleLimits> = {
   maxPickleBytes: 512 * 1024 * 1024,
   maxMemo: 1_000_000,
@@ -47,6 +49,7 @@ export const DEFAULT_PICKLE_LIMITS: Required<PickleLimits> = {
   maxIntBytes: 1024,
 };
 
+/** How a pickle uses a global it names. */
 export type GlobalUse = "reference" | "call" | "instantiate" | "build" | "persistent-id" | "extension";
 
 /** One global the pickle named, with every place it was used. */

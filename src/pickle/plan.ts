@@ -12,6 +12,7 @@ import { type ScanReport, scanContainer } from "./scan.js";
 import { Interpreter, type InterpretOptions, type Item, type TensorRef } from "./torch.js";
 import { describe, type PyValue } from "./values.js";
 
+/** Options of a conversion: where the weights are, and what to do with unknown globals and tied tensors. */
 export interface ConvertOptions extends ContainerOptions, InterpretOptions {
   /** The entry holding the weights (`state_dict`, `model`, a dotted path); found automatically when absent. */
   key?: string;
@@ -21,6 +22,7 @@ export interface ConvertOptions extends ContainerOptions, InterpretOptions {
   cloneShared?: boolean;
 }
 
+/** One tensor a conversion will write. */
 export interface PlannedTensor {
   readonly name: string;
   readonly dtype: Dtype;
@@ -29,6 +31,10 @@ export interface PlannedTensor {
   readonly tensor: TensorRef;
 }
 
+/**
+ * What a conversion will write (`planConversion`, `planPickleFile`): the tensors, where they came from, and what was
+ * left out.
+ */
 export interface ConversionPlan {
   readonly scan: ScanReport;
   /** The entry the weights came from, as a path of keys ([] for the top level). */
@@ -189,6 +195,10 @@ function sameGeometry(a: TensorRef, b: TensorRef): boolean {
   );
 }
 
+/**
+ * Plan the conversion of an opened checkpoint: refuses dangerous globals (and unknown ones without
+ * `allowUnknown`) with `UnsafePickle`, then interprets the pickle as data and lists the tensors to write.
+ */
 export function planConversion(container: Container, options: ConvertOptions = {}): ConversionPlan {
   const scan = scanContainer(container);
   refuse(scan, options.allowUnknown === true);

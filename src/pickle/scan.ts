@@ -16,6 +16,7 @@ import {
 import { type Verdict, worse } from "./globals.js";
 import type { GlobalUse } from "./machine.js";
 
+/** One global a checkpoint's pickles name, with its verdict and where it is used. */
 export interface GlobalFinding {
   /** `module.name` as written in the pickle. */
   readonly global: string;
@@ -30,6 +31,10 @@ export interface GlobalFinding {
   readonly offsets: readonly number[];
 }
 
+/**
+ * What a scan found: the verdict (`safe` only when every global is allowlisted and everything could be read) and
+ * every global.
+ */
 export interface ScanReport {
   readonly verdict: Verdict;
   readonly format: ContainerFormat | null;

@@ -9,6 +9,7 @@ import type { SliceIndex, SlicePlan } from "../slice/index.js";
 import { Tensor } from "../tensor.js";
 import { planRankLoad, type RankOptions, type RankPlan, type RankTensor, type TensorCatalog } from "./plan.js";
 
+/** Default of `RankReadOptions.concurrency`. */
 export const DEFAULT_RANK_CONCURRENCY = 8;
 
 interface PlanReader {
@@ -36,6 +37,7 @@ async function readPart(handle: RankSource, part: RankTensor, signal: AbortSigna
   return (handle as unknown as SyncSliceReader).getSlice(part.name).get(part.index).data.slice();
 }
 
+/** Options of `loadRank` and `readRankParts`. */
 export interface RankReadOptions {
   /** Tensors read at once (default 8). */
   readonly concurrency?: number;

@@ -10,6 +10,7 @@ import { quoteName, SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
 import { planSlice, type SliceIndex, type SlicePlan, slice } from "../slice/index.js";
 
+/** How tensors whose names match `pattern` are split across ranks. */
 export interface RankRule {
   /** Glob over the tensor name: `*` any characters (dots included), `?` one character. */
   readonly pattern: string;
@@ -31,6 +32,7 @@ export const LLAMA_RULES: readonly RankRule[] = [
   { pattern: "*", split: "replicate" },
 ];
 
+/** One tensor's part for a rank: which dimension is split and the range of it this rank gets. */
 export interface RankTensor {
   readonly name: string;
   readonly dtype: Dtype;
@@ -48,6 +50,7 @@ export interface RankTensor {
   readonly plan: SlicePlan;
 }
 
+/** One rank's part of every tensor (`planRankLoad`). */
 export interface RankPlan {
   readonly rank: number;
   readonly worldSize: number;
@@ -57,6 +60,7 @@ export interface RankPlan {
   readonly byteLength: number;
 }
 
+/** Which rank of how many, and the rules that say how each tensor is split. */
 export interface RankOptions {
   readonly rank: number;
   readonly worldSize: number;

@@ -5,8 +5,10 @@
  */
 import { SafetensorError } from "../format/errors.js";
 
+/** The Hugging Face Hub's address, used for `hf://` locations unless `hfEndpoint` (or HF_ENDPOINT) names another. */
 export const DEFAULT_HF_ENDPOINT = "https://huggingface.co";
 
+/** Hugging Face Hub settings for `hf://` locations. */
 export interface HfOptions {
   /** The Hub's address (default https://huggingface.co; the CLI and Node `open` read HF_ENDPOINT). */
   hfEndpoint?: string;
@@ -14,6 +16,7 @@ export interface HfOptions {
   hfToken?: string;
 }
 
+/** An `hf://` location: the repository, its type, the revision and the path inside it. */
 export interface HfLocation {
   readonly repoType: "model" | "dataset" | "space";
   readonly repo: string;

@@ -12,6 +12,7 @@ import { SafetensorError } from "../format/errors.js";
 import type { ByteSource, ByteSourceOpener, OpenedSource, ReadOptions } from "../io/async-source.js";
 import { throwIfAborted } from "../io/async-source.js";
 
+/** How HTTP requests are made: the `fetch`, extra headers, and retries. */
 export interface HttpOptions {
   /** The `fetch` to use (default: the global one). A signing `fetch` (e.g. SigV4) goes here. */
   fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -39,7 +40,11 @@ export function redactUrl(url: string | URL): string {
   }
 }
 
-interface Validators {
+/**
+ * What identifies the version of a remote file, pinned at its first response: a later response that disagrees is
+ * `SourceChanged`.
+ */
+export interface HttpValidators {
   readonly etag: string | null;
   readonly lastModified: string | null;
   readonly size: number;
@@ -87,7 +92,7 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
   private readonly retries: number;
   private readonly retryDelayMs: number;
   private readonly maxRetryDelayMs: number;
-  private pinned: Validators | null = null;
+  private pinned: HttpValidators | null = null;
   /** False once the server answered a Range request with 200 (the whole file). */
   private rangesHonoured = true;
   private closed = false;
@@ -115,7 +120,7 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
   }
 
   /** The validators pinned at open (ETag, Last-Modified, size). */
-  get validators(): Validators | null {
+  get validators(): HttpValidators | null {
     return this.pinned;
   }
 

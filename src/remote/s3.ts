@@ -7,6 +7,7 @@ import { AwsClient } from "aws4fetch";
 import { SafetensorError } from "../format/errors.js";
 import type { HttpOptions } from "./http.js";
 
+/** S3 settings for `s3://` locations (Node); unset ones come from the AWS environment variables. */
 export interface S3Options {
   /** An S3-compatible endpoint such as http://127.0.0.1:9000 (path-style URLs); default AWS (virtual-hosted). */
   s3Endpoint?: string;

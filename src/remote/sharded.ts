@@ -19,8 +19,13 @@ import type { Tensor } from "../tensor.js";
 import { resolveHfUrl } from "./hf.js";
 import { HttpSource } from "./http.js";
 
+/** Default of `AsyncShardedOptions.shardConcurrency`. */
 export const DEFAULT_SHARD_CONCURRENCY = 8;
 
+/**
+ * Options of `openShardedAsync`: those of `open` for every shard, plus the index's limit and how many shard headers
+ * are fetched at once.
+ */
 export interface AsyncShardedOptions extends AsyncOpenOptions {
   /** Largest index read (default 64 MiB). */
   maxIndexBytes?: number;
@@ -34,6 +39,10 @@ export interface ShardedSource {
   openShard(file: string): Promise<AsyncSafetensorsFile>;
 }
 
+/**
+ * A sharded checkpoint read through async sources (what `openShardedAsync` returns): the index and every shard's
+ * header are checked against each other at open; tensors are fetched from their shards on demand.
+ */
 export class AsyncShardedFile extends ShardedView<AsyncSafetensorsFile> {
   static async open(source: ShardedSource, options: AsyncShardedOptions = {}): Promise<AsyncShardedFile> {
     const index = parseIndex(await source.readIndex());

@@ -7,11 +7,13 @@ import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header, TensorInfo } from "../format/header.js";
 import type { ShardIndex } from "./index-json.js";
 
+/** Where a listed tensor is: its shard file and its header entry there. */
 export interface ShardLocation {
   readonly file: string;
   readonly info: TensorInfo;
 }
 
+/** An index checked against its shards' headers. */
 export interface CheckedShards {
   /** Listed tensor → its shard and header entry, in the index's order. */
   readonly locations: ReadonlyMap<string, ShardLocation>;
@@ -20,6 +22,10 @@ export interface CheckedShards {
   readonly dataBytes: number;
 }
 
+/**
+ * Check an index against its shards' headers, as `openSharded` does: a listed tensor its shard lacks, or a tensor in
+ * two shards, is `InvalidIndex`; a `total_size` that disagrees and tensors the index does not list are warnings.
+ */
 export function checkShards(index: ShardIndex, headers: ReadonlyMap<string, Header>): CheckedShards {
   const warnings = [...index.warnings];
   const holder = new Map<string, string>();

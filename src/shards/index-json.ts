@@ -8,6 +8,7 @@ import { quoteName, SafetensorError } from "../format/errors.js";
 import { JsonCursor } from "../format/json.js";
 import { compareCodePoints } from "../format/serialize.js";
 
+/** The index file's name in a checkpoint directory. */
 export const INDEX_FILE_NAME = "model.safetensors.index.json";
 
 /** Largest index accepted by default: real ones are a few MB at most (a 405B model's is ~2 MB). */
@@ -16,6 +17,7 @@ export const DEFAULT_MAX_INDEX_BYTES = 64 << 20;
 /** A JSON value from the index's `metadata`: objects are Maps (keys such as `__proto__` are data). */
 export type JsonValue = string | number | bigint | boolean | null | JsonValue[] | Map<string, JsonValue>;
 
+/** A parsed `model.safetensors.index.json`. */
 export interface ShardIndex {
   /** The index's `metadata` object (empty when absent). */
   readonly metadata: ReadonlyMap<string, JsonValue>;
@@ -167,6 +169,7 @@ function pyValue(value: JsonValue, indent: string, sortKeys: boolean): string {
   return `{\n${entries.map(([k, v]) => `${inner}${pyString(k)}: ${pyValue(v, inner, sortKeys)}`).join(",\n")}\n${indent}}`;
 }
 
+/** How the index text is written. */
 export interface FormatIndexOptions {
   /**
    * "huggingface_hub" (default): keys in insertion order, no final newline, as `save_torch_state_dict` writes;

@@ -30,6 +30,7 @@ import {
 import { beginStagedSave, checkpointStamp, rollForward } from "./save-commit.js";
 import { ShardedView } from "./view.js";
 
+/** Options of `openSharded`: those of `openFile` for every shard, plus the index's size limit. */
 export interface OpenShardedOptions extends OpenFileOptions {
   /** Largest index file read (default 64 MiB). */
   maxIndexBytes?: number;
@@ -237,6 +238,7 @@ export function shardPath(directory: string, realDirectory: string, name: string
   return joined;
 }
 
+/** Options of `saveSharded`. */
 export interface SaveShardedOptions extends PlanShardsOptions, AtomicWriteOptions, FormatIndexOptions {
   /** Remove files of an earlier save that this one does not replace, as huggingface_hub does (default true). */
   removeStale?: boolean;
@@ -250,6 +252,7 @@ export interface SaveShardedOptions extends PlanShardsOptions, AtomicWriteOption
   maxHeaderBytes?: number;
 }
 
+/** What `saveSharded` wrote. */
 export interface SavedShards {
   readonly plan: ShardPlan;
   /** Paths written: shards, then the index. */

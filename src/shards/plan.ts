@@ -16,6 +16,7 @@ export const DEFAULT_MAX_SHARD_SIZE = "5GB";
 /** huggingface_hub's and transformers' file name pattern. */
 export const DEFAULT_FILENAME_PATTERN = "model{suffix}.safetensors";
 
+/** A tensor to place in a shard: its name, its storage's size, and the storage it shares with others. */
 export interface ShardItem {
   readonly name: string;
   /** Bytes of the tensor's storage. */
@@ -24,12 +25,14 @@ export interface ShardItem {
   readonly storage?: unknown;
 }
 
+/** One shard of a plan: its file name and tensors. */
 export interface PlannedShard {
   readonly file: string;
   /** Tensor names in the order huggingface_hub lists them. */
   readonly tensors: readonly string[];
 }
 
+/** huggingface_hub's shard assignment for a set of tensors. */
 export interface ShardPlan {
   readonly shards: readonly PlannedShard[];
   /** Tensor → shard file, in huggingface_hub's order (its `tensor_to_filename`). */
@@ -40,6 +43,7 @@ export interface ShardPlan {
   readonly isSharded: boolean;
 }
 
+/** Options of `planShards` and `saveSharded`: the shard size limit and the file names. */
 export interface PlanShardsOptions {
   /** Bytes, or a size string as huggingface_hub parses it ("5GB", "150KB"; also "2GiB"). Default "5GB". */
   maxShardSize?: number | string;
@@ -53,6 +57,10 @@ export function shardFileName(index: number, count: number, pattern = DEFAULT_FI
   return pattern.replace("{suffix}", count === 1 ? "" : `-${pad(index + 1)}-of-${pad(count)}`);
 }
 
+/**
+ * Assign tensors to shards as huggingface_hub's `split_torch_state_dict_into_shards` does, to the byte: tensors in
+ * input order, a tensor over the limit in a shard of its own, tensors sharing a storage together and counted once.
+ */
 export function planShards(items: Iterable<ShardItem>, options: PlanShardsOptions = {}): ShardPlan {
   const maxShardSize = parseSize(options.maxShardSize ?? DEFAULT_MAX_SHARD_SIZE);
   const pattern = options.filenamePattern ?? DEFAULT_FILENAME_PATTERN;

@@ -32,6 +32,7 @@ export interface PlanLoop {
 
 const MAX = Number.MAX_SAFE_INTEGER;
 
+/** How a numpy basic index reads a tensor: the output shape and the byte runs it selects, computed before any read. */
 export class SlicePlan {
   /** @internal counts of `loops`, outermost first. */
   readonly counts: readonly number[];

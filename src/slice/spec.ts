@@ -8,6 +8,7 @@ import { SafetensorError } from "../format/errors.js";
 
 /** The ellipsis index item (`...`): stands for as many full slices as needed. */
 export const ELLIPSIS = "..." as const;
+/** The type of `ELLIPSIS`. */
 export type Ellipsis = typeof ELLIPSIS;
 
 /** An integer index value: any integer `number`, or a `bigint`. */
