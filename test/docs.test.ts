@@ -4,7 +4,8 @@
  *   (`safetensors-ts` resolved through a scratch node_modules/safetensors-ts linked to this checkout, so
  *   package.json's `exports` and dist/*.d.ts are what the compiler sees);
  * - every relative link resolves, to a file and, with `#anchor`, to a heading of that file;
- * - docs/cli-reference.md is what `npm run docs:cli` writes from the commands' own --help;
+ * - docs/cli-reference.md is what `npm run docs:cli` writes from the commands' own --help, and every `safetensors`
+ *   line of a sh block names a command that exists, with options its --help lists;
  * - every error code the library can throw has its row in docs/errors.md.
  * Fast (a few seconds: one tsc run over every block). Skips, saying why, when dist/ or typescript is absent.
  */
@@ -46,8 +47,8 @@ interface CodeBlock {
   code: string;
 }
 
-/** Fenced blocks marked `ts` or `typescript`. */
-function typescriptBlocks(file: string): CodeBlock[] {
+/** Fenced blocks whose info string is one of `languages`. */
+function fencedBlocks(file: string, languages: readonly string[]): CodeBlock[] {
   const lines = readFileSync(file, "utf8").split("\n");
   const blocks: CodeBlock[] = [];
   for (let i = 0; i < lines.length; i++) {
@@ -57,7 +58,7 @@ function typescriptBlocks(file: string): CodeBlock[] {
     const start = i + 1;
     let end = start;
     while (end < lines.length && !lines[end]!.trimStart().startsWith(fence)) end++;
-    if (open[3] === "ts" || open[3] === "typescript") {
+    if (languages.includes(open[3]!)) {
       blocks.push({ file, line: start + 1, code: lines.slice(start, end).join("\n") });
     }
     i = end;
@@ -156,6 +157,53 @@ describe("user docs: generated CLI reference", () => {
   });
 });
 
+/** Each command's `--help` text, from the generated reference: `## NAME` then its fenced help. */
+function helpTexts(reference: string): Map<string, string> {
+  const texts = new Map<string, string>();
+  for (const section of reference.split(/^## /m).slice(1)) {
+    const name = section.slice(0, section.indexOf("\n")).trim();
+    texts.set(name, section);
+  }
+  return texts;
+}
+
+describe("user docs: shell examples", () => {
+  test("every `safetensors` command in a sh block of the docs exists and takes the options it is given", async () => {
+    const help = helpTexts(await cliReference());
+    const globalHelp = help.get("safetensors --help") ?? "";
+    const wrong: string[] = [];
+    let checked = 0;
+    for (const block of userDocs().flatMap((file) => fencedBlocks(file, ["sh", "bash", "shell"]))) {
+      block.code.split("\n").forEach((text, i) => {
+        const where = `${rel(block.file)}:${block.line + i}`;
+        const line = text.replace(/\s#\s.*$/, "");
+        for (const segment of line.split(/&&|\|\||[|;]/)) {
+          const words = segment.trim().match(/'[^']*'|"[^"]*"|\S+/g) ?? [];
+          if (words[0] === "npx") words.shift();
+          if (words[0] !== "safetensors") continue;
+          const command = words.slice(1).find((word) => !word.startsWith("-"));
+          if (command === undefined || words.slice(1).every((word) => word.startsWith("-"))) continue;
+          checked++;
+          const text = help.get(command);
+          if (text === undefined) {
+            wrong.push(`${where}: no command "${command}"`);
+            continue;
+          }
+          for (const word of words) {
+            if (!word.startsWith("--")) continue;
+            const option = word.split("=")[0]!;
+            if (!new RegExp(`${option}(?![\\w-])`).test(text) && !globalHelp.includes(option)) {
+              wrong.push(`${where}: "safetensors ${command}" has no option ${option}`);
+            }
+          }
+        }
+      });
+    }
+    assert.ok(checked >= 20, `only ${checked} safetensors command lines found in sh blocks`);
+    assert.deepEqual(wrong, [], `shell examples that do not match the commands' --help:\n${wrong.join("\n")}`);
+  });
+});
+
 describe("user docs: error codes", () => {
   test("every SafetensorErrorCode has a row in docs/errors.md", () => {
     const source = readFileSync(join(repoRoot, "src", "format", "errors.ts"), "utf8");
@@ -202,7 +250,7 @@ describe("user docs: code blocks", () => {
     // A user's project: node_modules/safetensors-ts is this package (its package.json exports, its dist/ types).
     mkdirSync(join(scratch, "node_modules"));
     symlinkSync(repoRoot, join(scratch, "node_modules", "safetensors-ts"), "dir");
-    const blocks = userDocs().flatMap(typescriptBlocks);
+    const blocks = userDocs().flatMap((file) => fencedBlocks(file, ["ts", "typescript"]));
     assert.ok(blocks.length >= 10, `only ${blocks.length} TypeScript blocks found in the docs`);
     const names: string[] = [];
     blocks.forEach((block, i) => {
