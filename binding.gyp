@@ -2,18 +2,39 @@
   "targets": [
     {
       "target_name": "safetensors_native",
-      "sources": ["native/safetensors_native.c", "native/unaccounted.cc", "native/header_scan.c", "native/owned.c", "native/journal.c"],
-      "defines": ["NAPI_VERSION=8"],
+      "sources": [
+        "native/safetensors_native.c",
+        "native/common.c",
+        "native/huge.c",
+        "native/header_scan.c",
+        "native/owned.c",
+        "native/journal.c"
+      ],
+      "defines": [
+        "NAPI_VERSION=8"
+      ],
       "conditions": [
         [
           "OS!='win'",
           {
-            "cflags!": ["-O3"],
-            "cflags": ["-O2", "-Wall", "-Wextra"],
-            "cflags_c": ["-std=gnu11"],
+            "cflags!": [
+              "-O3"
+            ],
+            "cflags": [
+              "-O2",
+              "-Wall",
+              "-Wextra"
+            ],
+            "cflags_c": [
+              "-std=gnu11"
+            ],
             "xcode_settings": {
               "GCC_OPTIMIZATION_LEVEL": "2",
-              "OTHER_CFLAGS": ["-Wall", "-Wextra", "-std=gnu11"]
+              "OTHER_CFLAGS": [
+                "-Wall",
+                "-Wextra",
+                "-std=gnu11"
+              ]
             }
           }
         ]
@@ -21,18 +42,66 @@
     },
     {
       "target_name": "safetensors_copy",
-      "sources": ["native/copy.c", "native/direct_write.c"],
-      "defines": ["NAPI_VERSION=8"],
+      "sources": [
+        "native/copy.c",
+        "native/direct_write.c"
+      ],
+      "defines": [
+        "NAPI_VERSION=8"
+      ],
       "conditions": [
         [
           "OS!='win'",
           {
-            "cflags!": ["-O3"],
-            "cflags": ["-O2", "-Wall", "-Wextra"],
-            "cflags_c": ["-std=gnu11"],
+            "cflags!": [
+              "-O3"
+            ],
+            "cflags": [
+              "-O2",
+              "-Wall",
+              "-Wextra"
+            ],
+            "cflags_c": [
+              "-std=gnu11"
+            ],
             "xcode_settings": {
               "GCC_OPTIMIZATION_LEVEL": "2",
-              "OTHER_CFLAGS": ["-Wall", "-Wextra", "-std=gnu11"]
+              "OTHER_CFLAGS": [
+                "-Wall",
+                "-Wextra",
+                "-std=gnu11"
+              ]
+            }
+          }
+        ]
+      ]
+    },
+    {
+      "target_name": "safetensors_v8",
+      "sources": [
+        "native/unaccounted.cc"
+      ],
+      "defines": [
+        "NAPI_VERSION=8"
+      ],
+      "conditions": [
+        [
+          "OS!='win'",
+          {
+            "cflags!": [
+              "-O3"
+            ],
+            "cflags": [
+              "-O2",
+              "-Wall",
+              "-Wextra"
+            ],
+            "xcode_settings": {
+              "GCC_OPTIMIZATION_LEVEL": "2",
+              "OTHER_CFLAGS": [
+                "-Wall",
+                "-Wextra"
+              ]
             }
           }
         ]

@@ -60,7 +60,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <node_api.h>
+#include "common.h"
+#include "journal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -68,12 +69,20 @@
 #elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
 #include <arm_acle.h>
 #define ST_CRC_ARM 1
+#elif defined(__aarch64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+/* A generic arm64 build (the prebuilt binary): the CRC instructions in functions compiled for them, used when the
+ * kernel says the CPU has them (optional in ARMv8.0, present on every server and phone core since). */
+#include <arm_acle.h>
+#include <sys/auxv.h>
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7)
+#endif
+#define ST_CRC_ARM 1
+#define ST_CRC_ARM_DETECT 1
 #endif
 
 /* CRC-32C, reflected polynomial. */
 #define POLY 0x82f63b78u
-/* Largest integer a JS number holds exactly. */
-#define MAX_SAFE_INTEGER 9007199254740991.0
 /* Records per vectored write: three pieces each, within the 1024 buffers Linux and macOS take per call. */
 #define RECORDS_PER_WRITE 300
 /* Longest path taken (PATH_MAX on Linux). */
@@ -129,6 +138,8 @@ static void crc_init(void) {
 #if defined(ST_CRC_X86)
   __builtin_cpu_init();
   hardware = __builtin_cpu_supports("sse4.2");
+#elif defined(ST_CRC_ARM_DETECT)
+  hardware = (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
 #elif defined(ST_CRC_ARM)
   hardware = true;
 #endif
@@ -153,7 +164,13 @@ static uint32_t crc_table_raw(uint32_t c, const uint8_t *p, size_t n) {
 #define CRC8(c, v) ((uint32_t)_mm_crc32_u64((c), (v)))
 #define CRC1(c, v) _mm_crc32_u8((c), (v))
 #else
+#if defined(ST_CRC_ARM_DETECT) && defined(__clang__)
+#define HW_TARGET __attribute__((target("crc")))
+#elif defined(ST_CRC_ARM_DETECT)
+#define HW_TARGET __attribute__((target("+crc")))
+#else
 #define HW_TARGET
+#endif
 #define CRC8(c, v) __crc32cd((c), (v))
 #define CRC1(c, v) __crc32cb((c), (v))
 #endif
@@ -205,9 +222,6 @@ static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Node-API glue */
-
-/* safetensors_native.c: Error(code = errno name, message = "<what>: <strerror>"). */
-void st_throw_errno(napi_env env, int err, const char *what);
 
 static napi_value throw_errno(napi_env env, int err, const char *what) {
   st_throw_errno(env, err, what);

@@ -53,18 +53,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <node_api.h>
+#include "common.h"
+#include "huge.h"
+#include "owned.h"
 
-/* safetensors_native.c */
-void st_throw_errno(napi_env env, int err, const char *what);
-void st_throw_code(napi_env env, int err, const char *message);
-int st_get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out);
-void *st_huge_map(size_t length, size_t *map_length, int huge);
-napi_value st_huge_buffer(napi_env env, void *addr, size_t map_length, size_t length);
-
-#define HUGE_PAGE ((size_t)2 << 20)
-#define MAX_LENGTH 4294967296.0
-#define MAX_SAFE_INTEGER 9007199254740991.0
 #define MAX_THREADS 16
 
 enum { PAGES_UNDECIDED = 0, PAGES_HUGE = 1, PAGES_SMALL = 2 };
@@ -225,7 +217,7 @@ static void unmap_staging(owned_copy *copy, int slot) {
       run++;
       continue;
     }
-    if (run > 0) munmap(copy->staging[slot] + (i - run) * HUGE_PAGE, run * HUGE_PAGE);
+    if (run > 0) munmap(copy->staging[slot] + (i - run) * HUGE_PAGE_SIZE, run * HUGE_PAGE_SIZE);
     run = 0;
   }
 }
@@ -271,7 +263,7 @@ static void chunk_done(owned_copy *copy, size_t chunk) {
  * helper's next chunk began 0.04-0.24 ms after its last had been read, and a switch to small pages (madvise) waited
  * 2-16 ms for the other thread's costly chunk. */
 static void touch_pages(uint8_t *to, size_t n, int pages) {
-  size_t step = pages == PAGES_HUGE ? HUGE_PAGE : 4096;
+  size_t step = pages == PAGES_HUGE ? HUGE_PAGE_SIZE : 4096;
   for (size_t i = 0; i < n; i += step) ((volatile uint8_t *)to)[i] = 0;
 }
 
@@ -280,14 +272,14 @@ static void touch_pages(uint8_t *to, size_t n, int pages) {
 static int read_chunk(owned_copy *copy, int self, size_t chunk, uint8_t *to, int *pages) {
   *pages = pages_for(copy, self);
   if (atomic_load(&copy->err) != 0) return 0;
-  size_t at = chunk * HUGE_PAGE;
-  size_t n = copy->length - at < HUGE_PAGE ? copy->length - at : HUGE_PAGE;
+  size_t at = chunk * HUGE_PAGE_SIZE;
+  size_t n = copy->length - at < HUGE_PAGE_SIZE ? copy->length - at : HUGE_PAGE_SIZE;
   /* The mappings were advised for `advised`; a chunk of the other size is advised before its first touch. */
-  if (*pages != copy->advised) advise(to, HUGE_PAGE, *pages);
+  if (*pages != copy->advised) advise(to, HUGE_PAGE_SIZE, *pages);
   long long start = cpu_ns();
   touch_pages(to, n, *pages);
   int err = pread_full(copy->fd, to, n, copy->position + at);
-  if (err == 0 && n == HUGE_PAGE) judge(copy, self, *pages, cpu_ns() - start);
+  if (err == 0 && n == HUGE_PAGE_SIZE) judge(copy, self, *pages, cpu_ns() - start);
   return err;
 }
 
@@ -302,8 +294,8 @@ static void chunk_kept(owned_copy *copy, size_t chunk, int pages, int err) {
  * errno. */
 static int move_in(owned_copy *copy, int self, size_t chunk, uint8_t *from) {
   if (atomic_load(&copy->err) != 0) return 0;
-  void *to = copy->dst + chunk * HUGE_PAGE;
-  if (mremap(from, HUGE_PAGE, HUGE_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) return errno;
+  void *to = copy->dst + chunk * HUGE_PAGE_SIZE;
+  if (mremap(from, HUGE_PAGE_SIZE, HUGE_PAGE_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) return errno;
   copy->moved_from[chunk] = (signed char)self;
   return 0;
 }
@@ -312,7 +304,7 @@ static int move_in(owned_copy *copy, int self, size_t chunk, uint8_t *from) {
 static void caller_read(owned_copy *copy, size_t chunk) {
   long long start = now_ns();
   int pages;
-  int err = read_chunk(copy, 0, chunk, copy->dst + chunk * HUGE_PAGE, &pages);
+  int err = read_chunk(copy, 0, chunk, copy->dst + chunk * HUGE_PAGE_SIZE, &pages);
   long long took = now_ns() - start;
   if (copy->fastest == 0 || took < copy->fastest) copy->fastest = took;
   chunk_kept(copy, chunk, pages, err);
@@ -355,7 +347,7 @@ static void *owned_copy_helper(void *arg) {
     atomic_store(&copy->claimed[chunk], now_ns());
     int expected = CHUNK_FREE;
     if (!atomic_compare_exchange_strong(&copy->state[chunk], &expected, CHUNK_STAGING)) continue;
-    uint8_t *slot = copy->staging[self] + chunk * HUGE_PAGE;
+    uint8_t *slot = copy->staging[self] + chunk * HUGE_PAGE_SIZE;
     int pages;
     int err = read_chunk(copy, self, chunk, slot, &pages);
     expected = CHUNK_STAGING;
@@ -506,7 +498,7 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
   }
   uint64_t position = 0, length = 0, threads = 1, pages = 0;
   if (st_get_index(env, argv[1], "position", MAX_SAFE_INTEGER, &position) != 0) return NULL;
-  if (st_get_index(env, argv[2], "length", MAX_LENGTH, &length) != 0) return NULL;
+  if (st_get_index(env, argv[2], "length", MAX_WINDOW_LENGTH, &length) != 0) return NULL;
   if (st_get_index(env, argv[3], "threads", MAX_THREADS, &threads) != 0) return NULL;
   if (st_get_index(env, argv[4], "pages", 2, &pages) != 0) return NULL;
   napi_value result;
@@ -531,7 +523,7 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
 
   /* No more threads than chunks, than requested, than CPUs this process may use: on 2 vCPUs a third or fourth
    * thread only waits for a CPU (in one process, 32 MiB copies took 4.2 ms with 2 threads, 5.6 ms with 4). */
-  size_t count = ((size_t)length + HUGE_PAGE - 1) / HUGE_PAGE;
+  size_t count = ((size_t)length + HUGE_PAGE_SIZE - 1) / HUGE_PAGE_SIZE;
   size_t n = threads == 0 ? 1 : (size_t)threads;
   size_t cpus = usable_cpus();
   if (n > cpus) n = cpus;
@@ -569,7 +561,7 @@ napi_value st_js_read_owned(napi_env env, napi_callback_info info) {
    * waits for a fault of the caller's in the copy), copies took 5.4-6.5 ms against 4.5-6.0 ms (6 each). */
   size_t staged = 1;
   for (; staged < n; staged++) {
-    copy->staging[staged] = st_huge_map(count * HUGE_PAGE, &copy->staging_length, start == PAGES_HUGE);
+    copy->staging[staged] = st_huge_map(count * HUGE_PAGE_SIZE, &copy->staging_length, start == PAGES_HUGE);
     if (copy->staging[staged] == NULL) break;
     if (start == PAGES_SMALL) advise(copy->staging[staged], copy->staging_length, PAGES_SMALL);
   }

@@ -42,35 +42,20 @@
 
 #include <node_api.h>
 
+#include "common.h"
 #include "header_scan.h"
+#include "huge.h"
+#include "journal.h"
+#include "owned.h"
+#include "unaccounted.h"
 
-/* unaccounted.cc */
-int st_unaccounted_supported(void);
-int st_unaccounted_arraybuffer(napi_env env, void *data, size_t length, napi_value *out);
-/* header_scan.c */
-napi_value st_js_scan_header(napi_env env, napi_callback_info info);
-napi_value st_js_scan_run(napi_env env, napi_callback_info info);
-napi_value st_js_find_syntax_error(napi_env env, napi_callback_info info);
-napi_value st_js_scan_checked(napi_env env, napi_callback_info info);
-/* owned.c */
-napi_value st_js_read_owned(napi_env env, napi_callback_info info);
-napi_value st_js_owned_pages(napi_env env, napi_callback_info info);
-/* journal.c */
-void st_journal_init(void);
-napi_value st_js_crc32c(napi_env env, napi_callback_info info);
-napi_value st_js_journal_ranges(napi_env env, napi_callback_info info);
-napi_value st_js_journal_begin(napi_env env, napi_callback_info info);
-napi_value st_js_journal_fill(napi_env env, napi_callback_info info);
-napi_value st_js_open_writable(napi_env env, napi_callback_info info);
-napi_value st_js_journal_end(napi_env env, napi_callback_info info);
-napi_value st_js_write_repeated(napi_env env, napi_callback_info info);
-
-#define HUGE_PAGE_SIZE ((size_t)2 << 20)
-/* Node 20: one Buffer/external ArrayBuffer is at most 2^32 bytes (buffer.constants.MAX_LENGTH). */
-#define MAX_WINDOW_LENGTH ((double)4294967296.0)
 #define MAX_WINDOW_BYTES ((uint64_t)1 << 32)
-/* Largest integer a JS number holds exactly. */
-#define MAX_SAFE_INTEGER 9007199254740991.0
+
+/* Makes windows V8 does not count, once useUncountedWindows() has been given safetensors_v8's (unaccounted.h); NULL:
+ * windows are counted external ArrayBuffers. One for the process: every thread's Node is the same. */
+static _Atomic(st_unaccounted_arraybuffer_fn) g_unaccounted;
+
+static st_unaccounted_arraybuffer_fn unaccounted(void) { return atomic_load_explicit(&g_unaccounted, memory_order_acquire); }
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Process-wide counters, read by stats(). */
@@ -78,9 +63,6 @@ napi_value st_js_write_repeated(napi_env env, napi_callback_info info);
 static atomic_long g_mappings;      /* mapping structs alive */
 static atomic_long g_mapped;        /* file mappings currently mmapped */
 static atomic_long g_windows;       /* window structs alive (finalizer not yet run) */
-static atomic_long g_huge;          /* huge allocations currently mmapped */
-static atomic_long g_huge_structs;  /* huge structs alive (finalizer not yet run) */
-static atomic_llong g_huge_bytes;   /* bytes currently mmapped by huge allocations */
 
 static size_t page_size(void) {
   static size_t cached;
@@ -91,72 +73,6 @@ static size_t page_size(void) {
   return cached;
 }
 
-/* ------------------------------------------------------------------------------------------------------ */
-/* Errors */
-
-static const char *errno_name(int err) {
-  switch (err) {
-    case EPERM: return "EPERM";
-    case ENOENT: return "ENOENT";
-    case EIO: return "EIO";
-    case ENXIO: return "ENXIO";
-    case E2BIG: return "E2BIG";
-    case EBADF: return "EBADF";
-    case EAGAIN: return "EAGAIN";
-    case ENOMEM: return "ENOMEM";
-    case EACCES: return "EACCES";
-    case EFAULT: return "EFAULT";
-    case EBUSY: return "EBUSY";
-    case EEXIST: return "EEXIST";
-    case ENODEV: return "ENODEV";
-    case EISDIR: return "EISDIR";
-    case ENAMETOOLONG: return "ENAMETOOLONG";
-    case EINVAL: return "EINVAL";
-    case ENFILE: return "ENFILE";
-    case EMFILE: return "EMFILE";
-    case ETXTBSY: return "ETXTBSY";
-    case EFBIG: return "EFBIG";
-    case ENOSPC: return "ENOSPC";
-    case ERANGE: return "ERANGE";
-    case ENOSYS: return "ENOSYS";
-    case EOVERFLOW: return "EOVERFLOW";
-    case ENOTSUP: return "ENOTSUP";
-    default: return "EUNKNOWN";
-  }
-}
-
-/* Throws Error(code = errno name, message = "<what>: <strerror>") unless an exception is already pending. */
-static void throw_errno(napi_env env, int err, const char *what) {
-  bool pending = false;
-  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
-  char message[512];
-  snprintf(message, sizeof message, "%s: %s", what, strerror(err));
-  napi_throw_error(env, errno_name(err), message);
-}
-
-/* Same, with our own message (no strerror text). */
-static void throw_code(napi_env env, int err, const char *message) {
-  bool pending = false;
-  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) return;
-  napi_throw_error(env, errno_name(err), message);
-}
-
-#define NAPI_CALL(env, call)                                                \
-  do {                                                                      \
-    if ((call) != napi_ok) {                                                \
-      const napi_extended_error_info *info_ = NULL;                         \
-      napi_get_last_error_info((env), &info_);                              \
-      bool pending_ = false;                                                \
-      napi_is_exception_pending((env), &pending_);                          \
-      if (!pending_) {                                                      \
-        const char *msg_ = info_ != NULL && info_->error_message != NULL    \
-                               ? info_->error_message                       \
-                               : "Node-API call failed";                    \
-        napi_throw_error((env), "EFAULT", msg_);                            \
-      }                                                                     \
-      return NULL;                                                          \
-    }                                                                       \
-  } while (0)
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Argument helpers */
@@ -165,42 +81,6 @@ static napi_value undefined_value(napi_env env) {
   napi_value u = NULL;
   napi_get_undefined(env, &u);
   return u;
-}
-
-/* A non-negative integer JS number, at most `max`. Returns 0 on success; otherwise throws and returns -1. */
-static int get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out) {
-  napi_valuetype type;
-  char message[160];
-  if (napi_typeof(env, value, &type) != napi_ok || type != napi_number) {
-    snprintf(message, sizeof message, "%s must be a number", name);
-    throw_code(env, EINVAL, message);
-    return -1;
-  }
-  double d = 0;
-  if (napi_get_value_double(env, value, &d) != napi_ok) {
-    throw_code(env, EINVAL, "cannot read a number argument");
-    return -1;
-  }
-  /* NaN fails every comparison below; -0 is accepted as 0. */
-  if (!(d >= 0) || !(d <= MAX_SAFE_INTEGER) || d != (double)(uint64_t)d) {
-    snprintf(message, sizeof message, "%s must be a non-negative safe integer", name);
-    throw_code(env, EINVAL, message);
-    return -1;
-  }
-  if (d > max) {
-    snprintf(message, sizeof message, "%s is too large (%.0f > %.0f)", name, d, max);
-    throw_code(env, ERANGE, message);
-    return -1;
-  }
-  *out = (uint64_t)d;
-  return 0;
-}
-
-/* The same helpers for the addon's other source files (owned.c, journal.c). */
-void st_throw_errno(napi_env env, int err, const char *what) { throw_errno(env, err, what); }
-void st_throw_code(napi_env env, int err, const char *message) { throw_code(env, err, message); }
-int st_get_index(napi_env env, napi_value value, const char *name, double max, uint64_t *out) {
-  return get_index(env, value, name, max, out);
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
@@ -262,17 +142,17 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 4) {
-    throw_code(env, EINVAL, "openHead(path, head, info, journal) needs 4 arguments");
+    st_throw_code(env, EINVAL, "openHead(path, head, info, journal) needs 4 arguments");
     return NULL;
   }
   char path[4096];
   size_t path_length = 0;
   if (napi_get_value_string_utf8(env, argv[0], path, sizeof path, &path_length) != napi_ok) {
-    throw_code(env, EINVAL, "path must be a string");
+    st_throw_code(env, EINVAL, "path must be a string");
     return NULL;
   }
   if (path_length >= sizeof path - 1 || strlen(path) != path_length) {
-    throw_code(env, ENAMETOOLONG, "path is too long or contains a NUL byte");
+    st_throw_code(env, ENAMETOOLONG, "path is too long or contains a NUL byte");
     return NULL;
   }
   napi_typedarray_type head_type, info_type;
@@ -284,30 +164,30 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
       head_type != napi_uint8_array || napi_is_typedarray(env, argv[2], &is_typedarray) != napi_ok ||
       !is_typedarray || napi_get_typedarray_info(env, argv[2], &info_type, &info_length, &out, NULL, NULL) != napi_ok ||
       info_type != napi_float64_array || info_length < 5) {
-    throw_code(env, EINVAL, "openHead(path, head, info, journal) needs a Uint8Array and a Float64Array of 5");
+    st_throw_code(env, EINVAL, "openHead(path, head, info, journal) needs a Uint8Array and a Float64Array of 5");
     return NULL;
   }
   bool check_journal = false;
   if (napi_get_value_bool(env, argv[3], &check_journal) != napi_ok) {
-    throw_code(env, EINVAL, "openHead: journal must be a boolean");
+    st_throw_code(env, EINVAL, "openHead: journal must be a boolean");
     return NULL;
   }
 
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw_errno(env, errno, "open");
+    st_throw_errno(env, errno, "open");
     return NULL;
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int err = errno;
     close(fd);
-    throw_errno(env, err, "fstat");
+    st_throw_errno(env, err, "fstat");
     return NULL;
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    throw_code(env, S_ISDIR(st.st_mode) ? EISDIR : ENODEV, "not a regular file");
+    st_throw_code(env, S_ISDIR(st.st_mode) ? EISDIR : ENODEV, "not a regular file");
     return NULL;
   }
   size_t want = (uint64_t)st.st_size < head_length ? (size_t)st.st_size : head_length;
@@ -315,7 +195,7 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
   if (got != (ssize_t)want) {
     int err = got < 0 ? errno : EIO;
     close(fd);
-    throw_errno(env, err, "pread");
+    st_throw_errno(env, err, "pread");
     return NULL;
   }
   size_t done = want;
@@ -328,7 +208,7 @@ static napi_value js_open_head(napi_env env, napi_callback_info info) {
   napi_value result;
   if (napi_create_double(env, (double)done, &result) != napi_ok) {
     close(fd);
-    throw_code(env, ENOMEM, "cannot build the result");
+    st_throw_code(env, ENOMEM, "cannot build the result");
     return NULL;
   }
   return result;
@@ -405,12 +285,12 @@ static napi_value js_pread_into(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 4) {
-    throw_code(env, EINVAL, "preadInto(fd, array, position, threads) needs 4 arguments");
+    st_throw_code(env, EINVAL, "preadInto(fd, array, position, threads) needs 4 arguments");
     return NULL;
   }
   int32_t fd = -1;
   if (napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    throw_code(env, EBADF, "fd must be a non-negative integer file descriptor");
+    st_throw_code(env, EBADF, "fd must be a non-negative integer file descriptor");
     return NULL;
   }
   bool is_typedarray = false;
@@ -421,18 +301,18 @@ static napi_value js_pread_into(napi_env env, napi_callback_info info) {
   if (!is_typedarray ||
       napi_get_typedarray_info(env, argv[1], &type, &length, &data, NULL, NULL) != napi_ok ||
       type != napi_uint8_array) {
-    throw_code(env, EINVAL, "array must be a Uint8Array");
+    st_throw_code(env, EINVAL, "array must be a Uint8Array");
     return NULL;
   }
   uint64_t position = 0, threads = 1;
-  if (get_index(env, argv[2], "position", MAX_SAFE_INTEGER, &position) != 0) return NULL;
-  if (get_index(env, argv[3], "threads", MAX_PREAD_THREADS, &threads) != 0) return NULL;
+  if (st_get_index(env, argv[2], "position", MAX_SAFE_INTEGER, &position) != 0) return NULL;
+  if (st_get_index(env, argv[3], "threads", MAX_PREAD_THREADS, &threads) != 0) return NULL;
   if (threads == 0) threads = 1;
   if (length == 0) return undefined_value(env);
 
   int err = st_pread_parallel(fd, data, length, position, (size_t)threads);
   if (err != 0) {
-    throw_errno(env, err, "pread");
+    st_throw_errno(env, err, "pread");
     return NULL;
   }
   return undefined_value(env);
@@ -514,7 +394,7 @@ static st_mapping *get_mapping(napi_env env, napi_value handle) {
   if (napi_typeof(env, handle, &type) != napi_ok || type != napi_external ||
       napi_check_object_type_tag(env, handle, &MAPPING_TAG, &tagged) != napi_ok || !tagged ||
       napi_get_value_external(env, handle, &data) != napi_ok || data == NULL) {
-    throw_code(env, EINVAL, "not a mapping handle");
+    st_throw_code(env, EINVAL, "not a mapping handle");
     return NULL;
   }
   return data;
@@ -526,18 +406,18 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 2) {
-    throw_code(env, EINVAL, "open(fd, length, populate?) needs fd and length");
+    st_throw_code(env, EINVAL, "open(fd, length, populate?) needs fd and length");
     return NULL;
   }
   int32_t fd = -1;
   napi_valuetype type;
   NAPI_CALL(env, napi_typeof(env, argv[0], &type));
   if (type != napi_number || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    throw_code(env, EBADF, "fd must be a non-negative integer file descriptor");
+    st_throw_code(env, EBADF, "fd must be a non-negative integer file descriptor");
     return NULL;
   }
   uint64_t length = 0;
-  if (get_index(env, argv[1], "length", MAX_SAFE_INTEGER, &length) != 0) return NULL;
+  if (st_get_index(env, argv[1], "length", MAX_SAFE_INTEGER, &length) != 0) return NULL;
   bool populate = false;
   if (argc >= 3) {
     napi_value flag;
@@ -545,31 +425,31 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     NAPI_CALL(env, napi_get_value_bool(env, flag, &populate));
   }
   if ((uint64_t)(size_t)length != length || length > (uint64_t)SIZE_MAX - page_size()) {
-    throw_code(env, EOVERFLOW, "length does not fit in this process's address space");
+    st_throw_code(env, EOVERFLOW, "length does not fit in this process's address space");
     return NULL;
   }
 
   /* Bytes past the end of the file would raise SIGBUS on access: refuse them here. */
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    throw_errno(env, errno, "fstat");
+    st_throw_errno(env, errno, "fstat");
     return NULL;
   }
   if (!S_ISREG(st.st_mode)) {
-    throw_code(env, ENODEV, "only regular files can be mapped");
+    st_throw_code(env, ENODEV, "only regular files can be mapped");
     return NULL;
   }
   if (st.st_size < 0 || length > (uint64_t)st.st_size) {
     char message[160];
     snprintf(message, sizeof message, "length %llu is past the end of the file (%lld bytes)",
              (unsigned long long)length, (long long)st.st_size);
-    throw_code(env, EINVAL, message);
+    st_throw_code(env, EINVAL, message);
     return NULL;
   }
 
   st_mapping *m = calloc(1, sizeof *m);
   if (m == NULL) {
-    throw_errno(env, ENOMEM, "open");
+    st_throw_errno(env, ENOMEM, "open");
     return NULL;
   }
   m->length = length;
@@ -582,7 +462,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     if (addr == MAP_FAILED) {
       int err = errno;
       free(m);
-      throw_errno(env, err, "mmap");
+      st_throw_errno(env, err, "mmap");
       return NULL;
     }
     /* Copy-on-write: a write through a view changes a private copy of that page, never the file, and never
@@ -600,7 +480,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   if (napi_create_external(env, m, mapping_handle_finalize, NULL, &handle) != napi_ok) {
     m->handle_alive = 0;
     mapping_release_if_unused(m);
-    throw_code(env, ENOMEM, "cannot create the mapping handle");
+    st_throw_code(env, ENOMEM, "cannot create the mapping handle");
     return NULL;
   }
   /* If tagging fails the handle is unusable; its finalizer still releases the mapping. */
@@ -616,7 +496,7 @@ static int make_window(napi_env env, st_mapping *m, uint64_t offset, uint64_t le
     size_t cap = m->cap_windows == 0 ? 4 : m->cap_windows * 2;
     st_window **grown = realloc(m->windows, cap * sizeof *grown);
     if (grown == NULL) {
-      throw_errno(env, ENOMEM, "window");
+      st_throw_errno(env, ENOMEM, "window");
       return -1;
     }
     m->windows = grown;
@@ -624,7 +504,7 @@ static int make_window(napi_env env, st_mapping *m, uint64_t offset, uint64_t le
   }
   st_window *w = calloc(1, sizeof *w);
   if (w == NULL) {
-    throw_errno(env, ENOMEM, "window");
+    st_throw_errno(env, ENOMEM, "window");
     return -1;
   }
   w->mapping = m;
@@ -632,13 +512,14 @@ static int make_window(napi_env env, st_mapping *m, uint64_t offset, uint64_t le
   m->windows[m->n_windows++] = w;
   atomic_fetch_add(&g_windows, 1);
 
-  if (st_unaccounted_supported()) {
-    /* Not counted as external memory by V8 (see unaccounted.cc); our finalizer tracks its lifetime instead. */
-    if (st_unaccounted_arraybuffer(env, m->addr + offset, (size_t)length, &result) != 0) {
+  st_unaccounted_arraybuffer_fn uncounted = unaccounted();
+  if (uncounted != NULL) {
+    /* Not counted as external memory by V8 (see unaccounted.h); our finalizer tracks its lifetime instead. */
+    if (uncounted(env, m->addr + offset, (size_t)length, &result) != 0) {
       m->n_windows--;
       free(w);
       atomic_fetch_sub(&g_windows, 1);
-      throw_code(env, ENOMEM, "cannot create an ArrayBuffer for the window");
+      st_throw_code(env, ENOMEM, "cannot create an ArrayBuffer for the window");
       return -1;
     }
     if (napi_add_finalizer(env, result, w, window_finalize, w, NULL) != napi_ok) {
@@ -647,21 +528,21 @@ static int make_window(napi_env env, st_mapping *m, uint64_t offset, uint64_t le
       m->n_windows--;
       free(w);
       atomic_fetch_sub(&g_windows, 1);
-      throw_code(env, ENOMEM, "cannot track the window");
+      st_throw_code(env, ENOMEM, "cannot track the window");
       return -1;
     }
   } else if (napi_create_external_arraybuffer(env, m->addr + offset, (size_t)length, window_finalize, w, &result) !=
              napi_ok) {
     /* Node may or may not have called (or scheduled) the finalizer on this failure path, so w is left in place:
      * at worst a leak, never a double free. Unreachable in practice: the length is checked above. */
-    throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for the window");
+    st_throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for the window");
     return -1;
   }
   if (weak && napi_create_reference(env, result, 0, &w->ref) != napi_ok) {
     /* Without a weak reference close() could not detach it: detach now; the finalizer cleans up later. */
     w->ref = NULL;
     napi_detach_arraybuffer(env, result);
-    throw_code(env, ENOMEM, "cannot track the window");
+    st_throw_code(env, ENOMEM, "cannot track the window");
     return -1;
   }
   *out = result;
@@ -696,7 +577,7 @@ static napi_value js_load_views(napi_env env, napi_callback_info info) {
   napi_value argv[7];
   napi_value null_value = NULL;
   NAPI_CALL(env, napi_get_null(env, &null_value));
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 7 || !st_unaccounted_supported())
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 7 || unaccounted() == NULL)
     return null_value;
   char path[4096];
   size_t path_length = 0, capacity = 0, nbits = 0, names_length = 0;
@@ -797,16 +678,16 @@ static napi_value js_window(napi_env env, napi_callback_info info) {
   napi_value argv[3];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 3) {
-    throw_code(env, EINVAL, "window(handle, offset, length) needs 3 arguments");
+    st_throw_code(env, EINVAL, "window(handle, offset, length) needs 3 arguments");
     return NULL;
   }
   st_mapping *m = get_mapping(env, argv[0]);
   if (m == NULL) return NULL;
   uint64_t offset = 0, length = 0;
-  if (get_index(env, argv[1], "offset", MAX_SAFE_INTEGER, &offset) != 0) return NULL;
-  if (get_index(env, argv[2], "window length", MAX_WINDOW_LENGTH, &length) != 0) return NULL;
+  if (st_get_index(env, argv[1], "offset", MAX_SAFE_INTEGER, &offset) != 0) return NULL;
+  if (st_get_index(env, argv[2], "window length", MAX_WINDOW_LENGTH, &length) != 0) return NULL;
   if (m->closed) {
-    throw_code(env, EBADF, "the mapping is closed");
+    st_throw_code(env, EBADF, "the mapping is closed");
     return NULL;
   }
   if (offset > m->length || length > m->length - offset) {
@@ -814,7 +695,7 @@ static napi_value js_window(napi_env env, napi_callback_info info) {
     snprintf(message, sizeof message, "window [%llu, %llu + %llu) is outside the mapping (%llu bytes)",
              (unsigned long long)offset, (unsigned long long)offset, (unsigned long long)length,
              (unsigned long long)m->length);
-    throw_code(env, ERANGE, message);
+    st_throw_code(env, ERANGE, message);
     return NULL;
   }
   napi_value result;
@@ -865,16 +746,16 @@ static napi_value js_prefault(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 2) {
-    throw_code(env, EINVAL, "prefault(handle, threads) needs 2 arguments");
+    st_throw_code(env, EINVAL, "prefault(handle, threads) needs 2 arguments");
     return NULL;
   }
   st_mapping *m = get_mapping(env, argv[0]);
   if (m == NULL) return NULL;
   uint64_t threads = 1;
-  if (get_index(env, argv[1], "threads", MAX_PREAD_THREADS, &threads) != 0) return NULL;
+  if (st_get_index(env, argv[1], "threads", MAX_PREAD_THREADS, &threads) != 0) return NULL;
   if (threads == 0) threads = 1;
   if (m->closed) {
-    throw_code(env, EBADF, "the mapping is closed");
+    st_throw_code(env, EBADF, "the mapping is closed");
     return NULL;
   }
   if (m->addr == NULL || m->length == 0) return undefined_value(env);
@@ -897,7 +778,7 @@ static napi_value js_advise(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 2) {
-    throw_code(env, EINVAL, "advise(handle, advice, offset?, length?) needs handle and advice");
+    st_throw_code(env, EINVAL, "advise(handle, advice, offset?, length?) needs handle and advice");
     return NULL;
   }
   st_mapping *m = get_mapping(env, argv[0]);
@@ -909,7 +790,7 @@ static napi_value js_advise(napi_env env, napi_callback_info info) {
   int advice = 0;
   if (type != napi_string || napi_get_value_string_utf8(env, argv[1], name, sizeof name, &name_length) != napi_ok ||
       parse_advice(name, &advice) != 0) {
-    throw_code(env, EINVAL,
+    st_throw_code(env, EINVAL,
                "advice must be one of normal, random, sequential, willneed, dontneed, hugepage");
     return NULL;
   }
@@ -923,19 +804,19 @@ static napi_value js_advise(napi_env env, napi_callback_info info) {
     NAPI_CALL(env, napi_typeof(env, argv[3], &type));
     has_length = type != napi_undefined;
   }
-  if (has_offset && get_index(env, argv[2], "offset", MAX_SAFE_INTEGER, &offset) != 0) return NULL;
-  if (has_length && get_index(env, argv[3], "length", MAX_SAFE_INTEGER, &length) != 0) return NULL;
+  if (has_offset && st_get_index(env, argv[2], "offset", MAX_SAFE_INTEGER, &offset) != 0) return NULL;
+  if (has_length && st_get_index(env, argv[3], "length", MAX_SAFE_INTEGER, &length) != 0) return NULL;
   if (m->closed) {
-    throw_code(env, EBADF, "the mapping is closed");
+    st_throw_code(env, EBADF, "the mapping is closed");
     return NULL;
   }
   if (offset > m->length) {
-    throw_code(env, ERANGE, "advise offset is past the end of the mapping");
+    st_throw_code(env, ERANGE, "advise offset is past the end of the mapping");
     return NULL;
   }
   if (!has_length) length = m->length - offset;
   if (length > m->length - offset) {
-    throw_code(env, ERANGE, "advise range is outside the mapping");
+    st_throw_code(env, ERANGE, "advise range is outside the mapping");
     return NULL;
   }
   if (length == 0 || m->addr == NULL || advice == -1) return undefined_value(env);
@@ -949,7 +830,7 @@ static napi_value js_advise(napi_env env, napi_callback_info info) {
     int err = errno;
     char what[64];
     snprintf(what, sizeof what, "madvise(%s)", name);
-    throw_errno(env, err, what);
+    st_throw_errno(env, err, what);
     return NULL;
   }
   return undefined_value(env);
@@ -961,7 +842,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 1) {
-    throw_code(env, EINVAL, "close(handle) needs a handle");
+    st_throw_code(env, EINVAL, "close(handle) needs a handle");
     return NULL;
   }
   st_mapping *m = get_mapping(env, argv[0]);
@@ -974,7 +855,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   if (m->n_windows > 0) {
     live = malloc(m->n_windows * sizeof *live);
     if (live == NULL) {
-      throw_errno(env, ENOMEM, "close");
+      st_throw_errno(env, ENOMEM, "close");
       return NULL;
     }
   }
@@ -991,7 +872,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
     if (napi_is_detached_arraybuffer(env, live[i], &detached) != napi_ok ||
         (!detached && napi_detach_arraybuffer(env, live[i]) != napi_ok)) {
       free(live);
-      throw_code(env, EBUSY, "a window of this mapping cannot be detached; the mapping stays open");
+      st_throw_code(env, EBUSY, "a window of this mapping cannot be detached; the mapping stays open");
       return NULL;
     }
   }
@@ -1005,7 +886,7 @@ static napi_value js_is_closed(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 1) {
-    throw_code(env, EINVAL, "isClosed(handle) needs a handle");
+    st_throw_code(env, EINVAL, "isClosed(handle) needs a handle");
     return NULL;
   }
   st_mapping *m = get_mapping(env, argv[0]);
@@ -1013,185 +894,6 @@ static napi_value js_is_closed(napi_env env, napi_callback_info info) {
   napi_value result;
   NAPI_CALL(env, napi_get_boolean(env, m->closed != 0, &result));
   return result;
-}
-
-/* ------------------------------------------------------------------------------------------------------ */
-/* Huge-page backed anonymous memory */
-
-typedef struct st_huge {
-  void *addr;
-  size_t map_length;
-  napi_env env;
-  napi_ref ref; /* weak reference to the ArrayBuffer, so freeHuge can check it was given the right one */
-  int freed;    /* munmapped by freeHuge: the finalizer must not munmap again */
-  struct st_huge *prev, *next;
-} st_huge;
-
-/* Live (mmapped) huge allocations of every env; the address is unique while mapped. */
-static pthread_mutex_t g_huge_lock = PTHREAD_MUTEX_INITIALIZER;
-static st_huge *g_huge_head;
-
-static void huge_link(st_huge *h) {
-  pthread_mutex_lock(&g_huge_lock);
-  h->prev = NULL;
-  h->next = g_huge_head;
-  if (g_huge_head != NULL) g_huge_head->prev = h;
-  g_huge_head = h;
-  pthread_mutex_unlock(&g_huge_lock);
-}
-
-/* Unmaps and unlinks h unless already done. Only h's own env thread calls this, so no double unmap. */
-static void huge_unmap(st_huge *h) {
-  pthread_mutex_lock(&g_huge_lock);
-  int was_freed = h->freed;
-  if (!was_freed) {
-    h->freed = 1;
-    if (h->prev != NULL) h->prev->next = h->next;
-    else g_huge_head = h->next;
-    if (h->next != NULL) h->next->prev = h->prev;
-    h->prev = h->next = NULL;
-  }
-  pthread_mutex_unlock(&g_huge_lock);
-  if (!was_freed) {
-    munmap(h->addr, h->map_length);
-    atomic_fetch_sub(&g_huge, 1);
-    atomic_fetch_sub(&g_huge_bytes, (long long)h->map_length);
-  }
-}
-
-static void huge_finalize(napi_env env, void *data, void *hint) {
-  (void)data;
-  st_huge *h = hint;
-  huge_unmap(h);
-  if (h->ref != NULL) napi_delete_reference(env, h->ref);
-  free(h);
-  atomic_fetch_sub(&g_huge_structs, 1);
-}
-
-/* Maps `length` bytes (rounded up to whole 2 MiB pages, `*map_length`) of zeroed anonymous memory whose start is
- * 2 MiB aligned (THP needs aligned ranges), advised MADV_HUGEPAGE when `huge`. NULL (errno set) on failure. */
-void *st_huge_map(size_t length, size_t *map_length, int huge) {
-  size_t rounded = (length + HUGE_PAGE_SIZE - 1) & ~(HUGE_PAGE_SIZE - 1);
-  /* Over-allocate by one huge page, then trim. */
-  size_t reserve = rounded + HUGE_PAGE_SIZE;
-  uint8_t *raw = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return NULL;
-  uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE_SIZE - 1) & ~(uintptr_t)(HUGE_PAGE_SIZE - 1);
-  size_t head = aligned - (uintptr_t)raw;
-  size_t tail = reserve - head - rounded;
-  if (head > 0) munmap(raw, head);
-  if (tail > 0) munmap((uint8_t *)aligned + rounded, tail);
-#ifdef MADV_HUGEPAGE
-  /* Best effort: with THP disabled this fails and the memory is simply made of small pages. */
-  if (huge) (void)madvise((void *)aligned, rounded, MADV_HUGEPAGE);
-#else
-  (void)huge;
-#endif
-  *map_length = rounded;
-  return (void *)aligned;
-}
-
-/* The ArrayBuffer over the first `length` bytes of `addr` (mapped by st_huge_map, `map_length` bytes), owning it:
- * unmapped by the buffer's finalizer or by freeHuge(). On failure the memory is unmapped, an error is thrown and
- * NULL is returned. */
-napi_value st_huge_buffer(napi_env env, void *addr, size_t map_length, size_t length) {
-  st_huge *h = calloc(1, sizeof *h);
-  if (h == NULL) {
-    munmap(addr, map_length);
-    throw_errno(env, ENOMEM, "allocHuge");
-    return NULL;
-  }
-  h->addr = addr;
-  h->map_length = map_length;
-  h->env = env;
-  atomic_fetch_add(&g_huge, 1);
-  atomic_fetch_add(&g_huge_structs, 1);
-  atomic_fetch_add(&g_huge_bytes, (long long)map_length);
-  huge_link(h);
-
-  napi_value result;
-  if (napi_create_external_arraybuffer(env, addr, length, huge_finalize, h, &result) != napi_ok) {
-    /* As in window(): the finalizer may still run, so unmap now (idempotent) but leave h to it. */
-    huge_unmap(h);
-    throw_code(env, ENOMEM, "cannot create an external ArrayBuffer for allocHuge");
-    return NULL;
-  }
-  if (napi_create_reference(env, result, 0, &h->ref) != napi_ok) {
-    /* The finalizer still runs and unmaps; freeHuge just will not recognise this buffer. */
-    h->ref = NULL;
-  }
-  return result;
-}
-
-/* allocHuge(length): zeroed, writable, 2 MiB aligned, MADV_HUGEPAGE; length rounded up to 2 MiB internally. */
-static napi_value js_alloc_huge(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 1) {
-    throw_code(env, EINVAL, "allocHuge(length) needs a length");
-    return NULL;
-  }
-  uint64_t length = 0;
-  if (get_index(env, argv[0], "allocHuge length", MAX_WINDOW_LENGTH, &length) != 0) return NULL;
-  napi_value result;
-  if (length == 0) {
-    NAPI_CALL(env, napi_create_arraybuffer(env, 0, NULL, &result));
-    return result;
-  }
-  size_t map_length = 0;
-  void *addr = st_huge_map((size_t)length, &map_length, 1);
-  if (addr == NULL) {
-    throw_errno(env, errno, "mmap (allocHuge)");
-    return NULL;
-  }
-  return st_huge_buffer(env, addr, map_length, (size_t)length);
-}
-
-/* freeHuge(buffer): munmap now and detach. A detached or empty buffer is a no-op. */
-static napi_value js_free_huge(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  bool is_arraybuffer = false;
-  if (argc < 1 || napi_is_arraybuffer(env, argv[0], &is_arraybuffer) != napi_ok || !is_arraybuffer) {
-    throw_code(env, EINVAL, "freeHuge(buffer) needs an ArrayBuffer returned by allocHuge");
-    return NULL;
-  }
-  bool detached = false;
-  NAPI_CALL(env, napi_is_detached_arraybuffer(env, argv[0], &detached));
-  if (detached) return undefined_value(env);
-  void *data = NULL;
-  size_t length = 0;
-  NAPI_CALL(env, napi_get_arraybuffer_info(env, argv[0], &data, &length));
-  if (length == 0) return undefined_value(env);
-
-  st_huge *found = NULL;
-  pthread_mutex_lock(&g_huge_lock);
-  for (st_huge *h = g_huge_head; h != NULL; h = h->next) {
-    if (h->addr == data && h->env == env) {
-      found = h;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&g_huge_lock);
-  bool same = false;
-  if (found != NULL && found->ref != NULL) {
-    napi_value mine = NULL;
-    if (napi_get_reference_value(env, found->ref, &mine) == napi_ok && mine != NULL) {
-      NAPI_CALL(env, napi_strict_equals(env, mine, argv[0], &same));
-    }
-  }
-  if (!same) {
-    throw_code(env, EINVAL, "freeHuge(buffer): this ArrayBuffer was not returned by allocHuge");
-    return NULL;
-  }
-  if (napi_detach_arraybuffer(env, argv[0]) != napi_ok) {
-    throw_code(env, EBUSY, "freeHuge: the buffer cannot be detached; it stays allocated");
-    return NULL;
-  }
-  huge_unmap(found);
-  return undefined_value(env);
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
@@ -1208,6 +910,37 @@ static napi_value make_boolean(napi_env env, bool value) {
   return v;
 }
 
+/* useUncountedWindows(external): windows made from now on are not counted by V8, through the function of
+ * safetensors_v8 that `external` carries (unaccounted.h). The caller has checked that it was built for this Node. */
+static napi_value js_use_uncounted_windows(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  static const napi_type_tag tag = {ST_UNACCOUNTED_TAG_LOWER, ST_UNACCOUNTED_TAG_UPPER};
+  napi_valuetype type;
+  bool tagged = false;
+  void *data = NULL;
+  if (argc < 1 || napi_typeof(env, argv[0], &type) != napi_ok || type != napi_external ||
+      napi_check_object_type_tag(env, argv[0], &tag, &tagged) != napi_ok || !tagged ||
+      napi_get_value_external(env, argv[0], &data) != napi_ok || data == NULL) {
+    st_throw_code(env, EINVAL, "useUncountedWindows(external) needs the arraybuffer external of safetensors_v8");
+    return NULL;
+  }
+  const st_unaccounted_api *api = data;
+  if (api->version != ST_UNACCOUNTED_VERSION || api->arraybuffer == NULL) {
+    st_throw_code(env, EINVAL, "useUncountedWindows: safetensors_v8 is of another version");
+    return NULL;
+  }
+  atomic_store_explicit(&g_unaccounted, api->arraybuffer, memory_order_release);
+  return undefined_value(env);
+}
+
+/* uncountedWindows() -> whether windows are ArrayBuffers V8 does not count as external memory. */
+static napi_value js_uncounted_windows(napi_env env, napi_callback_info info) {
+  (void)info;
+  return make_boolean(env, unaccounted() != NULL);
+}
+
 static napi_value js_stats(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value result;
@@ -1215,10 +948,11 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   NAPI_CALL(env, napi_set_named_property(env, result, "mappings", make_number(env, (double)atomic_load(&g_mappings))));
   NAPI_CALL(env, napi_set_named_property(env, result, "mapped", make_number(env, (double)atomic_load(&g_mapped))));
   NAPI_CALL(env, napi_set_named_property(env, result, "windows", make_number(env, (double)atomic_load(&g_windows))));
-  NAPI_CALL(env, napi_set_named_property(env, result, "hugeAllocations", make_number(env, (double)atomic_load(&g_huge))));
-  NAPI_CALL(env, napi_set_named_property(env, result, "hugeBuffers",
-                                         make_number(env, (double)atomic_load(&g_huge_structs))));
-  NAPI_CALL(env, napi_set_named_property(env, result, "hugeBytes", make_number(env, (double)atomic_load(&g_huge_bytes))));
+  double huge_allocations = 0, huge_buffers = 0, huge_bytes = 0;
+  st_huge_stats(&huge_allocations, &huge_buffers, &huge_bytes);
+  NAPI_CALL(env, napi_set_named_property(env, result, "hugeAllocations", make_number(env, huge_allocations)));
+  NAPI_CALL(env, napi_set_named_property(env, result, "hugeBuffers", make_number(env, huge_buffers)));
+  NAPI_CALL(env, napi_set_named_property(env, result, "hugeBytes", make_number(env, huge_bytes)));
   return result;
 }
 
@@ -1244,8 +978,8 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"prefault", NULL, js_prefault, NULL, NULL, NULL, napi_enumerable, NULL},
       {"close", NULL, js_close, NULL, NULL, NULL, napi_enumerable, NULL},
       {"isClosed", NULL, js_is_closed, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"allocHuge", NULL, js_alloc_huge, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"freeHuge", NULL, js_free_huge, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"allocHuge", NULL, st_js_alloc_huge, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"freeHuge", NULL, st_js_free_huge, NULL, NULL, NULL, napi_enumerable, NULL},
       {"readOwned", NULL, st_js_read_owned, NULL, NULL, NULL, napi_enumerable, NULL},
       {"ownedPages", NULL, st_js_owned_pages, NULL, NULL, NULL, napi_enumerable, NULL},
       {"stats", NULL, js_stats, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -1254,10 +988,11 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"maxWindowLength", NULL, NULL, NULL, NULL, make_number(env, MAX_WINDOW_LENGTH), napi_enumerable, NULL},
       /* Bumped with every change of a function's arguments or results (src/io/native.ts checks it): 2 = openHead
        * into caller buffers, scanHeader; 3 = scanHeader refuses (-1) a header that repeats a tensor name; 4 = openHead
-       * takes `journal` and reports st_dev, st_ino and the journal state. */
-      {"interfaceVersion", NULL, NULL, NULL, NULL, make_number(env, 4), napi_enumerable, NULL},
-      {"uncountedWindows", NULL, NULL, NULL, NULL, make_boolean(env, st_unaccounted_supported() != 0), napi_enumerable,
-       NULL},
+       * takes `journal` and reports st_dev, st_ino and the journal state; 5 = uncountedWindows() is a function, set by
+       * useUncountedWindows(). */
+      {"interfaceVersion", NULL, NULL, NULL, NULL, make_number(env, 5), napi_enumerable, NULL},
+      {"useUncountedWindows", NULL, js_use_uncounted_windows, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"uncountedWindows", NULL, js_uncounted_windows, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   st_journal_init();
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;

@@ -1,41 +1,32 @@
 /*
- * One V8 call the Node-API cannot make: an ArrayBuffer over memory we own, created with
- * `v8::BackingStore::EmptyDeleter`.
+ * safetensors_v8: the one V8 call the Node-API cannot make, in an addon of its own (unaccounted.h says how the main
+ * addon uses it and why): an ArrayBuffer over memory we own, created with `v8::BackingStore::EmptyDeleter`. V8 counts
+ * every other external backing store (including those of napi_create_external_arraybuffer) as external memory of the
+ * isolate and starts a full GC ("external memory pressure") each time that count grows by ~64 MB; a backing store with
+ * the empty deleter is not counted (V8's BackingStore::PerIsolateAccountingLength returns 0 for it). The memory's
+ * lifetime is the main addon's: it tracks the buffer with a finalizer (napi_add_finalizer) and detaches it before
+ * unmapping.
  *
- * Why: V8 counts every other external backing store (including those of napi_create_external_arraybuffer) as
- * external memory of the isolate and starts a full GC ("external memory pressure") each time that count grows by
- * ~64 MB. Views of a memory-mapped file are page cache, not heap: counting them made 48 views of a 2.4 GiB file cost
- * 16–45 ms of GC. A backing store with the empty deleter is not counted (V8's BackingStore::PerIsolateAccountingLength
- * returns 0 for it), so mapping-wide buffers cost nothing. The memory's lifetime is ours: the caller tracks the
- * buffer with a finalizer (napi_add_finalizer) and detaches it before unmapping.
+ * V8's C++ API ties this binary to one Node ABI: it exports `abi` (the NODE_MODULE_VERSION it was built for), and
+ * JavaScript hands it to the main addon only when that is the running Node's (src/io/native.ts). Without a usable V8
+ * API (V8 sandbox builds, where external pointers are not allowed) it exports no `arraybuffer`.
  *
- * This is the only place the addon uses V8's C++ API, which ties the binary to one Node ABI; the loader treats a
- * binary built for another ABI as absent. Without a usable V8 API (V8 sandbox builds, where external pointers are
- * not allowed) it reports 0 and the C side falls back to counted external buffers.
+ *   abi            NODE_MODULE_VERSION of the headers it was built with
+ *   arraybuffer    a napi external over an st_unaccounted_api (tagged), or absent
  */
 #include <cstring>
 #include <memory>
 
 #include <node_api.h>
+#include <node_version.h>
 #include <v8.h>
 
-extern "C" int st_unaccounted_supported(void) {
-#if defined(V8_ENABLE_SANDBOX)
-  return 0;
-#else
-  return 1;
-#endif
-}
+#include "unaccounted.h"
 
+#if !defined(V8_ENABLE_SANDBOX)
 /* Creates an ArrayBuffer over [data, data + length) in the current handle scope. Returns 0 on success. */
-extern "C" int st_unaccounted_arraybuffer(napi_env env, void *data, size_t length, napi_value *out) {
+static int unaccounted_arraybuffer(napi_env env, void *data, size_t length, napi_value *out) {
   (void)env;
-#if defined(V8_ENABLE_SANDBOX)
-  (void)data;
-  (void)length;
-  (void)out;
-  return -1;
-#else
   v8::Isolate *isolate = v8::Isolate::GetCurrent();
   if (isolate == nullptr) return -1;
   std::unique_ptr<v8::BackingStore> store =
@@ -47,5 +38,22 @@ extern "C" int st_unaccounted_arraybuffer(napi_env env, void *data, size_t lengt
   static_assert(sizeof(buffer) == sizeof(napi_value), "v8::Local and napi_value differ in size");
   std::memcpy(out, &buffer, sizeof buffer);
   return 0;
+}
+
+static const st_unaccounted_api api = {ST_UNACCOUNTED_VERSION, unaccounted_arraybuffer};
 #endif
+
+NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  napi_value abi;
+  if (napi_create_int32(env, NODE_MODULE_VERSION, &abi) != napi_ok) return nullptr;
+  if (napi_set_named_property(env, exports, "abi", abi) != napi_ok) return nullptr;
+#if !defined(V8_ENABLE_SANDBOX)
+  static const napi_type_tag tag = {ST_UNACCOUNTED_TAG_LOWER, ST_UNACCOUNTED_TAG_UPPER};
+  napi_value external;
+  if (napi_create_external(env, const_cast<st_unaccounted_api *>(&api), nullptr, nullptr, &external) != napi_ok ||
+      napi_type_tag_object(env, external, &tag) != napi_ok ||
+      napi_set_named_property(env, exports, "arraybuffer", external) != napi_ok)
+    return nullptr;
+#endif
+  return exports;
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-// Builds the optional native addon (native/) into build/Release/safetensors_native.node, unless a prebuilt binary
-// shipped in the package (prebuilds/, made at pack time by scripts/prebuild.mjs) already fits this Node.
+// Builds the optional native addons (native/, binding.gyp: safetensors_native, safetensors_copy, safetensors_v8) into
+// build/Release/, unless a prebuilt binary shipped in the package (prebuilds/, made at pack time by
+// scripts/prebuild.mjs) already fits this Node.
 //
-// Run by `npm install` (the package's "install" script). It must never fail the install and never download:
-// it always exits 0 and prints exactly one line saying "built" or "skipped" and why. The full node-gyp output
-// goes to build/native-build.log. Without install scripts (`--ignore-scripts`, or npm blocking a dependency's
-// scripts) the prebuilt binary is used as it is, and where none fits the library runs on pure JavaScript.
+// Run by a checkout's `npm install` (the "prepare" script), and by hand where no prebuilt binary fits (another OS or
+// CPU, musl): `node node_modules/safetensors-ts/scripts/build-native.mjs`. The package has no install script: its
+// users get the prebuilt binaries, or the pure JavaScript paths, and npm (or pnpm, or Bun) has nothing to ask them.
+// It never fails and never downloads: it always exits 0 and prints exactly one line saying "built" or "skipped" and
+// why. The full node-gyp output goes to build/native-build.log.
 //
 //   SAFETENSORS_NO_NATIVE=1   skip the build (the library then uses its pure JavaScript paths)
 import { spawnSync } from "node:child_process";
@@ -49,6 +51,8 @@ async function fittingPrebuild() {
 
 async function build() {
   if (isTruthy(process.env.SAFETENSORS_NO_NATIVE)) return "skipped (SAFETENSORS_NO_NATIVE is set)";
+  // `npm pack` and `npm publish` run "prepare" too: the package gets scripts/prebuild.mjs's binaries instead.
+  if (["pack", "publish"].includes(process.env.npm_command ?? "")) return `skipped (npm ${process.env.npm_command})`;
   const prebuilt = await fittingPrebuild();
   if (prebuilt) return `skipped (the prebuilt ${relative(root, prebuilt)} fits this Node; nothing to build)`;
   if (!POSIX.has(process.platform)) return `skipped (platform ${process.platform} is not supported; POSIX only)`;

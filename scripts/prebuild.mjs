@@ -1,57 +1,61 @@
 #!/usr/bin/env node
-// Builds the prebuilt binaries that ship inside the package, in the layout node-gyp-build's tag rules read
-// (src/io/native-load.ts): the main addon at prebuilds/<platform>-<arch>/node.abi<N>.<libc>.node, and each other
-// target of binding.gyp in a folder of its name, prebuilds/<platform>-<arch>/<target>/node.<tag>.<libc>.node. Run at
-// pack time ("prepack"), so a user whose npm runs no install scripts still gets the native code.
+// Builds the prebuilt binaries that ship inside the package, for Linux on x64 and arm64 (glibc), in the layout of
+// node-gyp-build's tag rules that src/io/native-load.ts reads:
 //
-// The main addon uses V8's API next to Node-API, so it is tagged with this Node's ABI (`process.versions.modules`),
-// not `napi`; other Node versions build from source at install (scripts/build-native.mjs) or run on pure JavaScript.
-// It builds offline: node-gyp gets the local Node headers through npm_config_nodedir (the same search as the install
-// step), never a download. Unlike the install step it fails loudly: a package must not be packed without its binary.
+//   prebuilds/linux-<arch>/node.napi.glibc.node                      safetensors_native: Node-API only, every Node
+//   prebuilds/linux-<arch>/safetensors_copy/node.napi.glibc.node     safetensors_copy: Node-API only, every Node
+//   prebuilds/linux-<arch>/safetensors_v8/node.abi<N>.glibc.node     safetensors_v8 (native/unaccounted.cc): one per
+//                                                                     Node ABI in NODE_BUILDS (scripts/node-builds.mjs)
 //
-// prebuildify builds and names the main addon. It takes the first .node file it finds in build/Release, so this
-// script is also the node-gyp it runs (argument "rebuild"): it runs the real node-gyp, then moves the other targets'
-// binaries aside, and files them under their own names once prebuildify is done.
+// Run at pack time ("prepack"), so that a user whose npm runs no install scripts (the package has none) gets the
+// native code on every tested Node. The compilers are called directly (no node-gyp, no make, no python): the sources
+// are few and the flags are node-gyp's own for these targets. The headers come from the official Node builds on the
+// npm registry (node-linux-<arch>@<version>, include/node), installed on demand into a cache by node-builds.mjs.
+// arm64 is cross-compiled with Debian's gcc-aarch64-linux-gnu (on an arm64 host, x64 with gcc-x86-64-linux-gnu).
 //
-//   node scripts/prebuild.mjs            build prebuilds/ for this Node (the "prepack" script)
-//   node scripts/prebuild.mjs --verbose  the same, showing node-gyp's output
+// A platform or Node whose compiler or headers are missing is skipped with one line saying so, except when packing for
+// publication (`npm publish`, or --all): a published package must hold every binary. The host platform's Node-API
+// binaries are always required: the package must not be packed without them.
+//
+//   node scripts/prebuild.mjs            build prebuilds/ (the "prepack" script)
+//   node scripts/prebuild.mjs --all      the same, failing when any binary cannot be built
 //   node scripts/prebuild.mjs --clean    remove prebuilds/ (the "postpack" script: a checkout keeps loading the
-//                                        build/Release it rebuilds, never a binary left over from an earlier pack)
-import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
+//                                        build/Release it builds, never a binary left over from an earlier pack)
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, rmSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
-import { findNodeDir, findNodeGyp, missingTool, root } from "./native-tools.mjs";
-
-/** binding.gyp's targets: how each binary is tagged, and a function it must export (a check that it loads). */
-const TARGETS = {
-  safetensors_native: { tag: "abi", exports: "open" }, // V8 API: one Node ABI
-  safetensors_copy: { tag: "napi", exports: "copyRange" }, // plain Node-API: every Node version
-};
-const MAIN = "safetensors_native";
+import { findNodeDir, isTruthy, onPath, root } from "./native-tools.mjs";
+import { NODE_BUILDS, nodeBuild } from "./node-builds.mjs";
 
 const outDir = join(root, "prebuilds");
-const release = join(root, "build", "Release");
-const aside = join(root, "build", "prebuild-aside");
-const REAL_GYP = "SAFETENSORS_PREBUILD_NODE_GYP";
+const started = Date.now();
+
+/** binding.gyp's targets, as compiled here. */
+const NAPI_TARGETS = [
+  {
+    name: "safetensors_native",
+    folder: "",
+    sources: ["safetensors_native.c", "common.c", "huge.c", "header_scan.c", "owned.c", "journal.c"],
+  },
+  { name: "safetensors_copy", folder: "safetensors_copy", sources: ["copy.c", "direct_write.c"] },
+];
+const V8_TARGET = { name: "safetensors_v8", folder: "safetensors_v8", sources: ["unaccounted.cc"] };
+
+/** node-gyp's flags for these targets on Linux (its common.gypi and binding.gyp), plus -s to strip. */
+const COMMON = ["-O2", "-fPIC", "-pthread", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Wno-unused-parameter"];
+const DEFINES = ["-D_FILE_OFFSET_BITS=64", "-D_LARGEFILE_SOURCE", "-DNAPI_VERSION=8", "-DBUILDING_NODE_EXTENSION"];
+const C_FLAGS = ["-std=gnu11"];
+const CXX_FLAGS = ["-std=gnu++20", "-fno-rtti", "-fno-exceptions", "-DV8_DEPRECATION_WARNINGS=1"];
+const LINK = ["-shared", "-pthread", "-s"];
+
+const TRIPLES = { x64: "x86_64-linux-gnu", arm64: "aarch64-linux-gnu" };
+
+const all = process.argv.includes("--all") || process.env.npm_command === "publish";
 
 function fail(message) {
   console.error(`prebuild: ${message}`);
   process.exit(1);
-}
-
-if (process.argv[2] === "rebuild" && process.env[REAL_GYP]) {
-  // Called by prebuildify as its node-gyp.
-  const result = spawnSync(process.execPath, [process.env[REAL_GYP], ...process.argv.slice(2)], { stdio: "inherit" });
-  if (result.status === 0) {
-    rmSync(aside, { recursive: true, force: true });
-    mkdirSync(aside, { recursive: true });
-    for (const name of readdirSync(release).filter((n) => n.endsWith(".node") && n !== `${MAIN}.node`)) {
-      renameSync(join(release, name), join(aside, name));
-    }
-  }
-  process.exit(result.status ?? 1);
 }
 
 if (process.argv.includes("--clean")) {
@@ -59,73 +63,112 @@ if (process.argv.includes("--clean")) {
   process.exit(0);
 }
 
-const tool = missingTool();
-if (tool) fail(tool);
-const gyp = findNodeGyp();
-if (!gyp) fail("node-gyp not found");
-const nodeDir = findNodeDir();
-if (!nodeDir.dir) fail(nodeDir.missing);
+if (process.platform !== "linux") {
+  fail(`prebuilt binaries are made on Linux only (this is ${process.platform}); build from source with node-gyp`);
+}
 
-const require = createRequire(import.meta.url);
-const prebuildify = require("prebuildify");
-const libc = process.env.PREBUILD_LIBC || (existsSync("/etc/alpine-release") ? "musl" : "glibc");
-const dir = join(outDir, `${process.platform}-${process.arch}`);
-rmSync(outDir, { recursive: true, force: true });
-// prebuildify copies process.env into the environment of node-gyp, which reads npm_config_nodedir as --nodedir.
-process.env.npm_config_nodedir = nodeDir.dir;
-process.env[REAL_GYP] = gyp;
-const started = Date.now();
-await new Promise((done) => {
-  prebuildify(
-    {
-      cwd: root,
-      targets: [{ runtime: "node", target: process.versions.node }],
-      napi: false,
-      name: "node", // the runtime tag first: node.abi115.glibc.node, as in node-gyp-build's own examples
-      tagLibc: true, // a glibc binary must not be picked on musl (Alpine): there it builds from source instead
-      libc,
-      strip: true,
-      nodeGyp: fileURLToPath(import.meta.url),
-      quiet: !process.argv.includes("--verbose"),
-    },
-    (error) => (error ? fail(`prebuildify failed: ${error.message ?? error} (--verbose shows why)`) : done()),
-  );
-});
+/** The C and C++ compilers for `arch`: the host's own for its arch, `<triple>-gcc` for the other. */
+function compilers(arch) {
+  if (arch === process.arch) {
+    const cc = onPath([process.env.CC ?? "cc", "cc", "gcc", "clang"]);
+    const cxx = onPath([process.env.CXX ?? "c++", "c++", "g++", "clang++"]);
+    return { cc, cxx, missing: !cc ? "no C compiler: cc, gcc or clang" : !cxx ? "no C++ compiler" : undefined };
+  }
+  const triple = TRIPLES[arch];
+  const cc = onPath([`${triple}-gcc`]);
+  const cxx = onPath([`${triple}-g++`]);
+  const missing =
+    !cc || !cxx ? `${triple}-gcc and ${triple}-g++ not found (Debian: gcc-${triple} g++-${triple})` : undefined;
+  return { cc, cxx, missing };
+}
 
-/** Load `path` and check it exports `name()`; then keep a copy in build/Release for this checkout. */
-function check(path, target) {
-  try {
-    if (typeof require(path)[TARGETS[target].exports] !== "function") {
-      fail(`${relative(root, path)} does not export ${TARGETS[target].exports}()`);
+/** Compiles and links one binary; resolves to an error message, or undefined. */
+function compile(compiler, flags, sources, out) {
+  mkdirSync(join(out, ".."), { recursive: true });
+  const args = [...flags, ...sources.map((name) => join(root, "native", name)), ...LINK, "-o", out];
+  return new Promise((done) => {
+    const child = spawn(compiler, args, { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    child.on("error", (error) => done(`${compiler} failed for ${relative(root, out)}: ${error.message}`));
+    child.on("close", (status) => {
+      if (status !== 0 || !existsSync(out)) {
+        const why = stderr.trim().split("\n").slice(0, 6).join("\n");
+        return done(`${compiler} failed for ${relative(root, out)} (exit ${status}): ${why}`);
+      }
+      if (stderr.trim()) console.error(stderr.trim());
+      done(undefined);
+    });
+  });
+}
+
+/** Runs `jobs` (functions returning promises), `width` at a time. */
+async function pool(jobs, width) {
+  const results = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length) {
+      const index = next++;
+      results[index] = await jobs[index]();
     }
-  } catch (error) {
-    fail(`${relative(root, path)} does not load: ${error.message}`);
-  }
-  // prebuildify moved the main binary out of build/Release, and this script the others: put copies back, so that
-  // this checkout keeps its addons.
-  copyFileSync(path, join(release, `${target}.node`));
+  };
+  await Promise.all(Array.from({ length: Math.min(width, jobs.length) }, worker));
+  return results;
 }
 
-const mains = existsSync(dir) ? readdirSync(dir).filter((name) => name.endsWith(".node")) : [];
-if (mains.length !== 1) fail(`expected one binary in ${relative(root, dir)}, found ${mains.length}`);
-const built = [join(dir, mains[0])];
-check(built[0], MAIN);
-for (const name of existsSync(aside) ? readdirSync(aside) : []) {
-  const target = name.replace(/\.node$/, "");
-  if (!TARGETS[target]) fail(`binding.gyp target ${target} has no entry in TARGETS (scripts/prebuild.mjs)`);
-  const tags = TARGETS[target].tag === "napi" ? "napi" : `abi${process.versions.modules}`;
-  mkdirSync(join(dir, target), { recursive: true });
-  const path = join(dir, target, `node.${tags}.${libc}.node`);
-  // Stripped like prebuildify strips the main binary (linux and macOS only).
-  const stripArgs = { linux: ["--strip-all"], darwin: ["-Sx"] }[process.platform];
-  if (stripArgs) {
-    const strip = spawnSync("strip", [...stripArgs, join(aside, name)], { encoding: "utf8" });
-    if (strip.status !== 0) fail(`strip ${name} failed: ${strip.stderr || strip.error?.message}`);
+/**
+ * Headers of every Node line (the per-ABI addon needs each; the Node-API targets take any): the running Node's own
+ * for its ABI when it has them, else the official build's from the cache, installed from the registry unless
+ * SAFETENSORS_PREBUILD_OFFLINE is set (the package test sets it: it packs with what this machine has).
+ */
+const offline = isTruthy(process.env.SAFETENSORS_PREBUILD_OFFLINE);
+const headers = new Map();
+const skipped = [];
+for (const build of NODE_BUILDS) {
+  const local = build.abi === Number(process.versions.modules) ? findNodeDir() : {};
+  if (local.dir) {
+    headers.set(build.abi, join(local.dir, "include", "node"));
+    continue;
   }
-  renameSync(join(aside, name), path);
-  check(path, target);
-  built.push(path);
+  // include/node is the same in the x64 and arm64 packages but for config.gypi, which no flag here reads.
+  const got = nodeBuild(build.major, "x64", { install: !offline });
+  if (got.missing) skipped.push(`safetensors_v8 for Node ${build.major} (ABI ${build.abi}): ${got.missing}`);
+  else headers.set(build.abi, got.include);
 }
-rmSync(aside, { recursive: true, force: true });
+const napiHeaders = [...headers.values()][0];
+if (!napiHeaders) fail(`no Node headers: ${skipped.join("; ")}`);
+
+rmSync(outDir, { recursive: true, force: true });
+const jobs = [];
+const built = [];
+for (const arch of ["x64", "arm64"]) {
+  const tools = compilers(arch);
+  const dir = join(outDir, `linux-${arch}`);
+  if (tools.missing) {
+    if (arch === process.arch) fail(tools.missing);
+    skipped.push(`linux-${arch}: ${tools.missing}`);
+    continue;
+  }
+  for (const target of NAPI_TARGETS) {
+    const out = join(dir, target.folder, "node.napi.glibc.node");
+    const flags = [...COMMON, ...DEFINES, ...C_FLAGS, "-isystem", napiHeaders];
+    jobs.push(() => compile(tools.cc, flags, target.sources, out));
+    built.push(out);
+  }
+  for (const [abi, include] of headers) {
+    const out = join(dir, V8_TARGET.folder, `node.abi${abi}.glibc.node`);
+    const flags = [...COMMON, ...DEFINES, ...CXX_FLAGS, "-isystem", include];
+    jobs.push(() => compile(tools.cxx, flags, V8_TARGET.sources, out));
+    built.push(out);
+  }
+}
+const errors = (await pool(jobs, availableParallelism())).filter(Boolean);
+if (errors.length > 0) fail(errors.join("\n"));
+
 const seconds = ((Date.now() - started) / 1000).toFixed(1);
-console.log(`prebuild: built ${built.map((path) => relative(root, path)).join(", ")} in ${seconds}s`);
+const bytes = built.reduce((sum, path) => sum + statSync(path).size, 0);
+console.log(`prebuild: built ${built.length} binaries (${(bytes / 1024).toFixed(0)} KiB) in ${seconds}s`);
+for (const line of skipped) console.log(`prebuild: SKIPPED ${line}`);
+if (all && skipped.length > 0) fail("a package for publication needs every binary (see SKIPPED above)");

@@ -1,18 +1,19 @@
 /**
  * Finding and loading the optional native addon, best first:
  *
- * 1. a prebuilt binary shipped in the package (`prebuilds/<platform>-<arch>/node.abi<N>[.glibc].node`, made by
- *    `prebuildify` at pack time), chosen with node-gyp-build's tag rules for this runtime, ABI and libc — what a user
- *    gets when npm runs no install scripts;
- * 2. the binary built from source at install (`build/Release/safetensors_native.node`, `scripts/build-native.mjs`);
+ * 1. a prebuilt binary shipped in the package (`prebuilds/<platform>-<arch>/node.napi.glibc.node`, made by
+ *    scripts/prebuild.mjs at pack time), chosen with node-gyp-build's tag rules for this runtime, ABI and libc;
+ * 2. the binary built from source (`build/Release/safetensors_native.node`, `scripts/build-native.mjs`: a checkout's
+ *    `npm install`, or run by hand where no prebuilt binary fits);
  * 3. none: the library uses its pure JavaScript paths.
  *
- * Other targets of binding.gyp (the copy addon) follow the same order, their prebuilds in a folder of their name:
- * `prebuilds/<platform>-<arch>/<target>/node.napi.glibc.node` (scripts/prebuild.mjs).
+ * Other targets of binding.gyp follow the same order, their prebuilds in a folder of their name:
+ * `prebuilds/<platform>-<arch>/<target>/node.<tag>.glibc.node` (scripts/prebuild.mjs).
  *
- * The addon uses V8's API next to Node-API, so a binary fits one Node ABI only (`process.versions.modules`). A
- * candidate that does not load, or lacks any member the code uses (a stale build from an older version), is
- * skipped with its reason, and the next one is tried; loading never throws.
+ * The main addon and the copy addon use Node-API only: one binary (tagged `napi`) fits every Node version. The small
+ * safetensors_v8 uses V8's C++ API, so each of its binaries fits one Node ABI (`process.versions.modules`, tagged
+ * `abi<N>`). A candidate that does not load, or lacks any member the code uses (a stale build from an older version),
+ * is skipped with its reason, and the next one is tried; loading never throws.
  */
 import { readdirSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -74,6 +75,8 @@ function listDir(dir: string): string[] {
 
 /** The binding.gyp target of the main addon; its prebuilds sit in the platform folder itself. */
 export const MAIN_TARGET = "safetensors_native";
+/** The per-ABI target that makes windows V8 does not count (native/unaccounted.cc). */
+export const UNCOUNTED_TARGET = "safetensors_v8";
 
 /**
  * The prebuilt binary of `target` under `root/prebuilds` that node-gyp-build would pick for this process (the same

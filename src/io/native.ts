@@ -26,7 +26,7 @@ import type { Accelerators } from "../format/accelerators.js";
 import { DTYPES, dtypeInfo } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import { keepShape, WIDE } from "../format/wide.js";
-import { type AddonOrigin, addonCandidates, loadFirst } from "./native-load.js";
+import { type AddonOrigin, addonCandidates, loadFirst, UNCOUNTED_TARGET } from "./native-load.js";
 
 /** `madvise` advice names accepted by {@link Mapping.advise}. */
 export type Advice = "normal" | "random" | "sequential" | "willneed" | "dontneed" | "hugepage";
@@ -131,10 +131,20 @@ export interface NativeAddon {
   /** Bumped whenever a function's arguments or results change: see NATIVE_INTERFACE_VERSION. */
   readonly interfaceVersion: number;
   /**
-   * True when windows are ArrayBuffers V8 does not count as external memory (so making them never triggers a GC);
-   * false or absent: every window adds its length to V8's external-memory count.
+   * True when windows are ArrayBuffers V8 does not count as external memory (so making them never triggers a GC):
+   * after useUncountedWindows; false: every window adds its length to V8's external-memory count.
    */
-  readonly uncountedWindows?: boolean;
+  uncountedWindows(): boolean;
+  /** Hands over the `arraybuffer` of safetensors_v8 (native/unaccounted.h), built for this Node's ABI. */
+  useUncountedWindows(api: object): void;
+}
+
+/** safetensors_v8 (native/unaccounted.cc): one binary per Node ABI. */
+interface UncountedAddon {
+  /** The NODE_MODULE_VERSION it was built for. */
+  readonly abi: number;
+  /** Absent where V8's API cannot make such buffers (sandboxed V8). */
+  readonly arraybuffer?: object;
 }
 
 /**
@@ -167,13 +177,15 @@ export const ADDON_SHAPE: {
   hugePageSize: "number",
   maxWindowLength: "number",
   interfaceVersion: "number",
+  uncountedWindows: "function",
+  useUncountedWindows: "function",
 };
 
 /**
  * The addon interface this code calls (`interfaceVersion` in native/safetensors_native.c). A binary with the same
  * function names but older arguments (a stale build left in build/) would fail every open; it is passed over instead.
  */
-export const NATIVE_INTERFACE_VERSION = 4;
+export const NATIVE_INTERFACE_VERSION = 5;
 
 export interface NativeStatus {
   available: boolean;
@@ -185,6 +197,18 @@ export interface NativeStatus {
   reason?: string;
   /** Candidates that were there but refused before the one loaded (broken or stale), with the reason for each. */
   skipped?: string[];
+  /** With the addon: whether its windows escape V8's external-memory count, through which binary, or why not. */
+  windows?: WindowsStatus;
+}
+
+export interface WindowsStatus {
+  /** True: windows are not counted by V8 (opening a mapped file never starts a GC). */
+  uncounted: boolean;
+  /** safetensors_v8, when it loaded. */
+  path?: string;
+  origin?: AddonOrigin;
+  /** Why windows are counted. */
+  reason?: string;
 }
 
 /** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
@@ -213,7 +237,39 @@ function load(): { addon: NativeAddon | null; status: NativeStatus } {
   }
   const status: NativeStatus = { available: true, path: result.loaded.path, origin: result.loaded.origin };
   if (result.rejected.length > 0) status.skipped = [...result.rejected];
+  status.windows = useUncounted(root, result.addon);
   return { addon: result.addon, status };
+}
+
+/** A runtime other than Node whose addons load through its own Node-API (no V8 C++ API to link against), if any. */
+function otherRuntime(): string | undefined {
+  const versions = process.versions as Record<string, string | undefined>;
+  if (versions.bun !== undefined) return `Bun ${versions.bun}`;
+  if (versions.deno !== undefined || "Deno" in globalThis) return `Deno ${versions.deno ?? ""}`.trim();
+  return undefined;
+}
+
+/**
+ * Loads safetensors_v8 for this Node's ABI and hands it to the main addon, so that windows are not counted by V8
+ * (native/unaccounted.h has the measurements: a counted 2.5 GB window costs a 7-110 ms full GC at creation). Without
+ * it the addon still works, with counted windows. Never throws.
+ */
+function useUncounted(root: string, addon: NativeAddon): WindowsStatus {
+  const other = otherRuntime();
+  if (other) return { uncounted: false, reason: `${other} has no V8 API for addons` };
+  const abi = Number(process.versions.modules);
+  const { candidates, rejected: absent } = addonCandidates(root, UNCOUNTED_TARGET);
+  const shape = { abi: "number", arraybuffer: "object" } as const;
+  const result = loadFirst<UncountedAddon>(candidates, shape, { abi });
+  if (result.addon === null || result.loaded === undefined || result.addon.arraybuffer === undefined) {
+    return { uncounted: false, reason: [...absent, ...result.rejected].join("; ") };
+  }
+  try {
+    addon.useUncountedWindows(result.addon.arraybuffer);
+  } catch (error) {
+    return { uncounted: false, reason: `${result.loaded.path}: ${messageOf(error)}` };
+  }
+  return { uncounted: addon.uncountedWindows(), path: result.loaded.path, origin: result.loaded.origin };
 }
 
 /** The addon, loaded once; null when it is absent, broken, or disabled by `SAFETENSORS_NO_NATIVE=1`. Never throws. */
@@ -569,7 +625,7 @@ export function nativeJsonAccelerators(): Pick<Accelerators, "scanRun" | "findSy
 
 /** Whether windows of mappings are free of V8's external-memory accounting (false without the addon). */
 export function uncountedWindows(): boolean {
-  return loadNative()?.uncountedWindows === true;
+  return loadNative()?.uncountedWindows() === true;
 }
 
 /** The addon's live counters, or null without the addon. */
