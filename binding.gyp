@@ -6,6 +6,7 @@
         "native/safetensors_native.c",
         "native/common.c",
         "native/huge.c",
+        "native/bridge.c",
         "native/header_scan.c",
         "native/owned.c",
         "native/journal.c"

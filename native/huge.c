@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "bridge.h"
 #include "common.h"
 #include "huge.h"
 
@@ -192,7 +193,7 @@ napi_value st_js_free_huge(napi_env env, napi_callback_info info) {
     st_throw_code(env, EINVAL, "freeHuge(buffer): this ArrayBuffer was not returned by allocHuge");
     return NULL;
   }
-  if (napi_detach_arraybuffer(env, argv[0]) != napi_ok) {
+  if (st_detach(env, argv[0]) != 0) {
     st_throw_code(env, EBUSY, "freeHuge: the buffer cannot be detached; it stays allocated");
     return NULL;
   }

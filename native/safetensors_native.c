@@ -47,15 +47,10 @@
 #include "huge.h"
 #include "journal.h"
 #include "owned.h"
-#include "unaccounted.h"
+#include "bridge.h"
 
 #define MAX_WINDOW_BYTES ((uint64_t)1 << 32)
 
-/* Makes windows V8 does not count, once useUncountedWindows() has been given safetensors_v8's (unaccounted.h); NULL:
- * windows are counted external ArrayBuffers. One for the process: every thread's Node is the same. */
-static _Atomic(st_unaccounted_arraybuffer_fn) g_unaccounted;
-
-static st_unaccounted_arraybuffer_fn unaccounted(void) { return atomic_load_explicit(&g_unaccounted, memory_order_acquire); }
 
 /* ------------------------------------------------------------------------------------------------------ */
 /* Process-wide counters, read by stats(). */
@@ -512,19 +507,20 @@ static int make_window(napi_env env, st_mapping *m, uint64_t offset, uint64_t le
   m->windows[m->n_windows++] = w;
   atomic_fetch_add(&g_windows, 1);
 
-  st_unaccounted_arraybuffer_fn uncounted = unaccounted();
+  const st_unaccounted_api *uncounted = st_bridge();
   if (uncounted != NULL) {
     /* Not counted as external memory by V8 (see unaccounted.h); our finalizer tracks its lifetime instead. */
-    if (uncounted(env, m->addr + offset, (size_t)length, &result) != 0) {
+    if (uncounted->arraybuffer(env, m->addr + offset, (size_t)length, &result) != 0) {
       m->n_windows--;
       free(w);
       atomic_fetch_sub(&g_windows, 1);
       st_throw_code(env, ENOMEM, "cannot create an ArrayBuffer for the window");
       return -1;
     }
+    st_keep_in_thread(env, result);
     if (napi_add_finalizer(env, result, w, window_finalize, w, NULL) != napi_ok) {
       /* Untracked, it could outlive the mapping: detach it and refuse. */
-      napi_detach_arraybuffer(env, result);
+      st_detach(env, result);
       m->n_windows--;
       free(w);
       atomic_fetch_sub(&g_windows, 1);
@@ -541,7 +537,7 @@ static int make_window(napi_env env, st_mapping *m, uint64_t offset, uint64_t le
   if (weak && napi_create_reference(env, result, 0, &w->ref) != napi_ok) {
     /* Without a weak reference close() could not detach it: detach now; the finalizer cleans up later. */
     w->ref = NULL;
-    napi_detach_arraybuffer(env, result);
+    st_detach(env, result);
     st_throw_code(env, ENOMEM, "cannot track the window");
     return -1;
   }
@@ -577,7 +573,7 @@ static napi_value js_load_views(napi_env env, napi_callback_info info) {
   napi_value argv[7];
   napi_value null_value = NULL;
   NAPI_CALL(env, napi_get_null(env, &null_value));
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 7 || unaccounted() == NULL)
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 7 || st_bridge() == NULL)
     return null_value;
   char path[4096];
   size_t path_length = 0, capacity = 0, nbits = 0, names_length = 0;
@@ -870,7 +866,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   for (size_t i = 0; i < count; i++) {
     bool detached = false;
     if (napi_is_detached_arraybuffer(env, live[i], &detached) != napi_ok ||
-        (!detached && napi_detach_arraybuffer(env, live[i]) != napi_ok)) {
+        (!detached && st_detach(env, live[i]) != 0)) {
       free(live);
       st_throw_code(env, EBUSY, "a window of this mapping cannot be detached; the mapping stays open");
       return NULL;
@@ -910,12 +906,17 @@ static napi_value make_boolean(napi_env env, bool value) {
   return v;
 }
 
-/* useUncountedWindows(external): windows made from now on are not counted by V8, through the function of
- * safetensors_v8 that `external` carries (unaccounted.h). The caller has checked that it was built for this Node. */
+/* useUncountedWindows(external, key): windows made from now on are not counted by V8, through the function of
+ * safetensors_v8 that `external` carries (unaccounted.h); with `key`, windows are made their own detach keys. The caller has checked that it was built for this Node. */
 static napi_value js_use_uncounted_windows(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
+  size_t argc = 2;
+  napi_value argv[2];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  bool key = false;
+  if (argc < 2 || napi_get_value_bool(env, argv[1], &key) != napi_ok) {
+    st_throw_code(env, EINVAL, "useUncountedWindows(external, key) needs a boolean key");
+    return NULL;
+  }
   static const napi_type_tag tag = {ST_UNACCOUNTED_TAG_LOWER, ST_UNACCOUNTED_TAG_UPPER};
   napi_valuetype type;
   bool tagged = false;
@@ -927,18 +928,19 @@ static napi_value js_use_uncounted_windows(napi_env env, napi_callback_info info
     return NULL;
   }
   const st_unaccounted_api *api = data;
-  if (api->version != ST_UNACCOUNTED_VERSION || api->arraybuffer == NULL) {
+  if (api->version != ST_UNACCOUNTED_VERSION || api->arraybuffer == NULL || api->detach == NULL ||
+      api->set_detach_key == NULL) {
     st_throw_code(env, EINVAL, "useUncountedWindows: safetensors_v8 is of another version");
     return NULL;
   }
-  atomic_store_explicit(&g_unaccounted, api->arraybuffer, memory_order_release);
+  st_bridge_set(api, key);
   return undefined_value(env);
 }
 
 /* uncountedWindows() -> whether windows are ArrayBuffers V8 does not count as external memory. */
 static napi_value js_uncounted_windows(napi_env env, napi_callback_info info) {
   (void)info;
-  return make_boolean(env, unaccounted() != NULL);
+  return make_boolean(env, st_bridge() != NULL);
 }
 
 static napi_value js_stats(napi_env env, napi_callback_info info) {

@@ -36,7 +36,7 @@ const NAPI_TARGETS = [
   {
     name: "safetensors_native",
     folder: "",
-    sources: ["safetensors_native.c", "common.c", "huge.c", "header_scan.c", "owned.c", "journal.c"],
+    sources: ["safetensors_native.c", "common.c", "huge.c", "bridge.c", "header_scan.c", "owned.c", "journal.c"],
   },
   { name: "safetensors_copy", folder: "safetensors_copy", sources: ["copy.c", "direct_write.c"] },
 ];

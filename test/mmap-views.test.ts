@@ -42,6 +42,27 @@ describe("mapped views", { skip: loadNative() ? false : "native addon not built"
     for (const view of views) assert.equal(view.byteLength, 0);
   });
 
+  test("a window never leaves its thread, and close() detaches it (every Node: native/unaccounted.h)", () => {
+    const { file } = sample();
+    const opened = openFile(file, { backend: "mmap" });
+    const view = opened.getTensor("a").data;
+    const windowBuffer = view.buffer as ArrayBuffer;
+    // Through Node 22 postMessage copies a marked buffer; from Node 24 the buffer is its own detach key and the
+    // transfer throws. Either way it is not moved out (a moved window would outlive close()'s munmap).
+    try {
+      structuredClone(windowBuffer, { transfer: [windowBuffer] });
+    } catch (error) {
+      assert.match(String((error as Error).name), /TypeError|DataCloneError/);
+    }
+    assert.equal(view.byteLength, 1 << 20, "the window was moved out");
+    const transfer = (windowBuffer as { transfer?: () => ArrayBuffer }).transfer;
+    if (transfer && Number(process.versions.node.split(".")[0]) >= 24) {
+      assert.throws(() => transfer.call(windowBuffer), TypeError);
+    }
+    opened.close(); // Node 24 and 26 aborted here while windows were marked by markAsUntransferable
+    assert.equal(view.byteLength, 0);
+  });
+
   test("loadFile(path) maps and returns views, reading nothing; they outlive every handle", () => {
     const { file, tensors } = sample();
     const before = nativeStats()!.mapped;

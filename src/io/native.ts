@@ -12,8 +12,9 @@
  *   every window has been garbage collected too.
  * - `close()` unmaps at once and detaches every window still alive: their `byteLength` (and that of every view
  *   on them) becomes 0, so no JS code can ever read unmapped memory. New windows are refused (`Closed`).
- * - Windows and huge buffers are marked untransferable (`worker_threads.markAsUntransferable`): posting one to a
- *   worker copies it instead of moving the memory out of reach of `close()` / `freeHuge()`.
+ * - Windows and huge buffers never move to another thread, out of reach of `close()` / `freeHuge()`: the addon makes
+ *   them their own detach keys (a transfer throws), or, without safetensors_v8, `markAsUntransferable` marks them
+ *   where it can (see `marks`).
  * - The file must not be truncated while mapped (reading past the new end would raise SIGBUS: an OS rule
  *   no library can catch). Safetensors files are written once, so this is the usual contract for mmap readers.
  * - `allocHuge(length)` returns zeroed, writable memory backed by transparent huge pages where the kernel allows
@@ -135,8 +136,11 @@ export interface NativeAddon {
    * after useUncountedWindows; false: every window adds its length to V8's external-memory count.
    */
   uncountedWindows(): boolean;
-  /** Hands over the `arraybuffer` of safetensors_v8 (native/unaccounted.h), built for this Node's ABI. */
-  useUncountedWindows(api: object): void;
+  /**
+   * Hands over the `arraybuffer` of safetensors_v8 (native/unaccounted.h), built for this Node's ABI; `key`: windows
+   * and huge buffers are made their own detach keys.
+   */
+  useUncountedWindows(api: object, key: boolean): void;
 }
 
 /** safetensors_v8 (native/unaccounted.cc): one binary per Node ABI. */
@@ -211,6 +215,24 @@ export interface WindowsStatus {
   reason?: string;
 }
 
+/**
+ * Whether worker_threads.markAsUntransferable leaves a buffer that cannot be detached (Node 24 and later: a detach key
+ * of Node's own). There the addon makes windows their own detach keys instead (native/unaccounted.h).
+ */
+function markingBlocksDetach(): boolean {
+  const probe = new ArrayBuffer(1);
+  markAsUntransferable(probe);
+  try {
+    (probe as { transfer?: () => ArrayBuffer }).transfer?.call(probe);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** Decided once, at the addon's load. */
+let keyed = false;
+
 /** The package root: `src/io/` in a checkout, `dist/io/` when installed. */
 const PACKAGE_ROOT = new URL("../../", import.meta.url);
 
@@ -265,7 +287,8 @@ function useUncounted(root: string, addon: NativeAddon): WindowsStatus {
     return { uncounted: false, reason: [...absent, ...result.rejected].join("; ") };
   }
   try {
-    addon.useUncountedWindows(result.addon.arraybuffer);
+    keyed = markingBlocksDetach();
+    addon.useUncountedWindows(result.addon.arraybuffer, keyed);
   } catch (error) {
     return { uncounted: false, reason: `${result.loaded.path}: ${messageOf(error)}` };
   }
@@ -324,9 +347,23 @@ function checkLength(length: number, what: string): void {
   }
 }
 
-function untransferable(buffer: ArrayBuffer): ArrayBuffer {
-  if (buffer.byteLength > 0) markAsUntransferable(buffer);
+/** Whether markAsUntransferable leaves buffers detachable here (through Node 22); decided once. */
+let canMark: boolean | undefined;
+
+/**
+ * Windows and huge buffers must stay where they are (close() and freeHuge() unmap them). Through Node 22
+ * markAsUntransferable keeps them out of postMessage. From Node 24 it would leave them impossible to detach: there the
+ * addon keys windows itself where safetensors_v8 is loaded (`keyed`), and huge buffers (and windows without it) stay
+ * transferable.
+ */
+function untransferableHuge(buffer: ArrayBuffer): ArrayBuffer {
+  canMark ??= !markingBlocksDetach();
+  if (buffer.byteLength > 0 && canMark) markAsUntransferable(buffer);
   return buffer;
+}
+
+function untransferable(buffer: ArrayBuffer): ArrayBuffer {
+  return keyed ? buffer : untransferableHuge(buffer);
 }
 
 export interface MappingOptions {
@@ -558,7 +595,7 @@ export function allocHuge(length: number): ArrayBuffer {
   const addon = requireNative();
   checkLength(length, "allocHuge");
   try {
-    return untransferable(addon.allocHuge(length));
+    return untransferableHuge(addon.allocHuge(length));
   } catch (error) {
     throw toSafetensorError(error, "allocHuge");
   }
@@ -672,6 +709,6 @@ export function mapViews(path: string, journal: boolean, maxHeaderBytes: number)
     return null;
   }
   if (!(window instanceof ArrayBuffer)) return null;
-  markAsUntransferable(window);
+  untransferable(window);
   return { window, numbers: viewNumbers, names: viewNames };
 }
