@@ -7,6 +7,7 @@
 //
 //   node scripts/node-builds.mjs install [x64|arm64|all] [MAJOR...]   install, print "major arch path/bin/node" lines
 //   node scripts/node-builds.mjs list                                  the same for those already installed
+//   node scripts/node-builds.mjs runtimes                              install Bun and Deno (RUNTIMES), print their paths
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -25,6 +26,12 @@ export const NODE_BUILDS = [
 ];
 
 export const ARCHES = ["x64", "arm64"];
+
+/** Other runtimes the package is tested on, from their npm packages (binaries for the host platform). */
+export const RUNTIMES = [
+  { name: "bun", version: "1.4.4" },
+  { name: "deno", version: "2.9.6" },
+];
 
 export function cacheDir() {
   if (process.env.SAFETENSORS_NODE_BUILDS) return process.env.SAFETENSORS_NODE_BUILDS;
@@ -64,10 +71,44 @@ export function nodeBuild(major, arch, { install = true, log = () => {} } = {}) 
   return paths;
 }
 
+/** The binary of runtime `name` (RUNTIMES) in the cache, installed from the registry when missing (`install`). */
+export function runtimeBin(name, { install = false, log = () => {} } = {}) {
+  const runtime = RUNTIMES.find((r) => r.name === name);
+  if (!runtime) throw new Error(`no runtime ${name} in RUNTIMES`);
+  const prefix = join(cacheDir(), `${name}-${runtime.version}`);
+  const bin = join(prefix, "node_modules", ".bin", name);
+  const works = () => spawnSync(bin, ["--version"], { encoding: "utf8", timeout: 60_000 }).status === 0;
+  if (existsSync(bin) && works()) return { ...runtime, bin };
+  if (!install) return { ...runtime, bin, missing: `${name}@${runtime.version} is not installed in ${cacheDir()}` };
+  mkdirSync(prefix, { recursive: true });
+  writeFileSync(join(prefix, "package.json"), '{"private":true}\n');
+  const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+  // Their install scripts only pick the binary of this platform, which their optional dependencies also carry.
+  const args = ["install", "--prefix", prefix, "--no-save", "--no-audit", "--no-fund", `${name}@${runtime.version}`];
+  const r = spawnSync(npm, args, { encoding: "utf8", timeout: 600_000 });
+  log(`${r.stdout ?? ""}${r.stderr ?? ""}`);
+  if (r.status !== 0 || !existsSync(bin) || !works()) {
+    const why = `${r.error?.message ?? ""}${r.stderr ?? ""}`.trim().split("\n").slice(-3).join("; ");
+    return { ...runtime, bin, missing: `npm could not install ${name}@${runtime.version}: ${why}` };
+  }
+  return { ...runtime, bin };
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const [command, archArg = "all", ...majors] = process.argv.slice(2);
+  if (command === "runtimes") {
+    let failed = false;
+    for (const { name } of RUNTIMES) {
+      const got = runtimeBin(name, { install: true, log: (text) => process.stderr.write(text) });
+      if (got.missing) {
+        console.error(got.missing);
+        failed = true;
+      } else console.log(`${name} ${got.version} ${got.bin}`);
+    }
+    process.exit(failed ? 1 : 0);
+  }
   if (command !== "install" && command !== "list") {
-    console.error("usage: node scripts/node-builds.mjs install|list [x64|arm64|all] [MAJOR...]");
+    console.error("usage: node scripts/node-builds.mjs install|list [x64|arm64|all] [MAJOR...] | runtimes");
     process.exit(2);
   }
   const arches = archArg === "all" ? ARCHES : [archArg];

@@ -434,7 +434,7 @@ console.log(file.backend, t.shape.join("x"), loadFile("model.safetensors").size)
     cpSync(noScripts, counted, { recursive: true });
     writeFileSync(join(counted, "node_modules", "safetensors-ts", v8PrebuildName), "truncated download");
     const countedReport = doctor(counted);
-    assert.match(countedReport, /mapped views: counted by V8 .*node\.abi\d+\.glibc\.node: cannot load/);
+    assert.match(countedReport, /mapped views: counted as external memory .*node\.abi\d+\.glibc\.node: cannot load/);
     assert.match(countedReport, /default backend \(auto\): mmap/);
     writeFileSync(join(counted, "use.mjs"), use);
     assert.equal(ok(run(process.execPath, ["use.mjs"], counted), "open with counted windows").trim(), "mmap 64x256 2");

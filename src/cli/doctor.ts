@@ -13,7 +13,7 @@ function runtimeName(): string {
 
 function windowsLine(windows: WindowsStatus): string {
   if (windows.uncounted) return `not counted by V8 (${windows.path}, ${ORIGIN[windows.origin ?? "build"]})`;
-  return `counted by V8 as external memory, so opening a large file can start a full GC (${windows.reason})`;
+  return `counted as external memory by the engine, so opening a large file may start a full GC (${windows.reason})`;
 }
 
 /** What `safetensors doctor` prints: the runtime and which read backends are available. */

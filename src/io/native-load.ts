@@ -49,6 +49,19 @@ interface PrebuildTags {
 
 const requireHere = createRequire(import.meta.url);
 
+/**
+ * Why the addons cannot serve this runtime, or undefined. Deno loads them (its Node-API works), but the descriptors
+ * its node:fs hands out are Deno's resource ids, not the operating system's: the addons open, read and map files by
+ * OS descriptor, and a descriptor of one side is EBADF or another file on the other. Bun's are the OS's.
+ */
+export function runtimeRefusal(): string | undefined {
+  const versions = process.versions as Record<string, string | undefined>;
+  if (versions.deno !== undefined || "Deno" in globalThis) {
+    return `Deno ${versions.deno ?? ""}: its node:fs descriptors are not the OS's, which the addon reads and maps`;
+  }
+  return undefined;
+}
+
 function messageOf(error: unknown): string {
   return String((error as { message?: unknown } | null)?.message ?? error).split("\n")[0] ?? "";
 }

@@ -27,7 +27,7 @@ import type { Accelerators } from "../format/accelerators.js";
 import { DTYPES, dtypeInfo } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import { keepShape, WIDE } from "../format/wide.js";
-import { type AddonOrigin, addonCandidates, loadFirst, UNCOUNTED_TARGET } from "./native-load.js";
+import { type AddonOrigin, addonCandidates, loadFirst, runtimeRefusal, UNCOUNTED_TARGET } from "./native-load.js";
 
 /** `madvise` advice names accepted by {@link Mapping.advise}. */
 export type Advice = "normal" | "random" | "sequential" | "willneed" | "dontneed" | "hugepage";
@@ -245,6 +245,8 @@ function disabledByEnv(): boolean {
 
 function load(): { addon: NativeAddon | null; status: NativeStatus } {
   if (disabledByEnv()) return { addon: null, status: { available: false, reason: "SAFETENSORS_NO_NATIVE is set" } };
+  const refused = runtimeRefusal();
+  if (refused) return { addon: null, status: { available: false, reason: refused } };
   let root: string;
   try {
     root = fileURLToPath(PACKAGE_ROOT);
@@ -263,12 +265,10 @@ function load(): { addon: NativeAddon | null; status: NativeStatus } {
   return { addon: result.addon, status };
 }
 
-/** A runtime other than Node whose addons load through its own Node-API (no V8 C++ API to link against), if any. */
+/** Bun, whose addons load through its own Node-API on JavaScriptCore (no V8 API to link against), if it runs this. */
 function otherRuntime(): string | undefined {
   const versions = process.versions as Record<string, string | undefined>;
-  if (versions.bun !== undefined) return `Bun ${versions.bun}`;
-  if (versions.deno !== undefined || "Deno" in globalThis) return `Deno ${versions.deno ?? ""}`.trim();
-  return undefined;
+  return versions.bun === undefined ? undefined : `Bun ${versions.bun} runs JavaScriptCore, not V8`;
 }
 
 /**
@@ -278,7 +278,7 @@ function otherRuntime(): string | undefined {
  */
 function useUncounted(root: string, addon: NativeAddon): WindowsStatus {
   const other = otherRuntime();
-  if (other) return { uncounted: false, reason: `${other} has no V8 API for addons` };
+  if (other) return { uncounted: false, reason: other };
   const abi = Number(process.versions.modules);
   const { candidates, rejected: absent } = addonCandidates(root, UNCOUNTED_TARGET);
   const shape = { abi: "number", arraybuffer: "object" } as const;

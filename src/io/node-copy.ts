@@ -9,7 +9,7 @@
 import * as fs from "node:fs";
 import { fileURLToPath } from "node:url";
 import { SafetensorError } from "../format/errors.js";
-import { addonCandidates, loadFirst } from "./native-load.js";
+import { addonCandidates, loadFirst, runtimeRefusal } from "./native-load.js";
 import { writeAllAt } from "./node-write.js";
 
 interface CopyAddon {
@@ -39,7 +39,7 @@ let addon: CopyAddon | null | undefined;
 function loadCopyAddon(): CopyAddon | null {
   if (addon !== undefined) return addon;
   addon = null;
-  if (/^(1|true|yes|on)$/i.test((process.env.SAFETENSORS_NO_NATIVE ?? "").trim())) return addon;
+  if (/^(1|true|yes|on)$/i.test((process.env.SAFETENSORS_NO_NATIVE ?? "").trim()) || runtimeRefusal()) return addon;
   // The prebuilt binary in the package, else a build from source; neither (no compiler at install time, or not
   // loadable here): the JS copy below does the same work.
   const { candidates } = addonCandidates(fileURLToPath(PACKAGE_ROOT), "safetensors_copy");
