@@ -2,7 +2,8 @@
 // The package.json that ships has no "prepare" script. A checkout needs it (`npm install` builds the addon and dist/
 // there), but npm 11 lists every lifecycle script of an installed package, "prepare" included, in a warning that asks
 // the user to approve it (`npm warn install-scripts ... not yet covered by allowScripts`), though npm never runs
-// "prepare" for a package installed from a tarball. So the "prepack" step takes it out of package.json and
+// "prepare" for a package installed from a tarball. So the "prepack" step takes it out of package.json (and builds
+// dist/ itself: npm reads the scripts again after "prepack", and runs no "prepare" then) and
 // "postpack" puts the file back as it was (kept meanwhile in package.json.packing; a pack that failed half-way is
 // undone by the next run of either step).
 //
