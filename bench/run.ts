@@ -6,6 +6,7 @@
  * the same run and interleaved, checks the goals, and writes the terminal tables, bench/RESULTS.md, the run history
  * and optionally a JSON file. How to add a figure: bench/README.md.
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,6 +14,7 @@ import { FIGURES } from "./figures/index.js";
 import { acceptance } from "./harness/acceptance.js";
 import { STRIPPED_ENV } from "./harness/child.js";
 import { prepareFiles } from "./harness/files.js";
+import { fmtMib, fmtMs } from "./harness/format.js";
 import { historyRun, readHistory, writeHistory } from "./harness/history.js";
 import { runHostile } from "./harness/hostile.js";
 import { detectReference, machineInfo } from "./harness/machine.js";
@@ -49,6 +51,42 @@ function staleAddonNote(): string | null {
   const sources = newest(path.join(REPO_DIR, "native"));
   if (!(sources > built)) return null;
   return "the native addon in build/Release is older than native/ sources: rebuild it (`node scripts/build-native.mjs` or `npm ci`) before trusting the figures";
+}
+
+/** Builds prebuilds/ for every Node ABI when it is not there; true when it made it (to remove it afterwards). */
+function ensurePrebuilds(): boolean {
+  if (fs.existsSync(path.join(REPO_DIR, "prebuilds"))) return false;
+  progress("building prebuilds/ for the other Node versions (scripts/prebuild.mjs)");
+  const r = spawnSync(process.execPath, [path.join(REPO_DIR, "scripts", "prebuild.mjs")], { encoding: "utf8" });
+  if (r.status !== 0) progress(`prebuild failed, other Nodes run without the fast path: ${r.stdout}${r.stderr}`);
+  return true;
+}
+
+/** Per figure and Node: our auto row and the no-addon row beside the reference, and the goal's verdict. */
+function perNodeTable(perNode: readonly { version: string; results: FigureResult[] }[]): string {
+  const lines = ["figure                 node      ours (auto)          no addon    reference   ratio  goal"];
+  for (const { version, results } of perNode) {
+    const checks = acceptance(results);
+    for (const r of results) {
+      const auto = r.ours.auto;
+      const bare = r.ours["pread-no-addon"];
+      const ref = r.reference;
+      const x = auto?.medianMs && ref.medianMs ? ref.medianMs / auto.medianMs : null;
+      const check = checks.find((c) => c.figure === r.figure.name);
+      lines.push(
+        [
+          r.figure.name.padEnd(22),
+          version.padEnd(9),
+          `${fmtMs(auto?.medianMs)} ms, ${fmtMib(auto?.rssMedian)} MiB`.padEnd(20),
+          `${fmtMs(bare?.medianMs)} ms`.padEnd(11),
+          `${fmtMs(ref.medianMs)} ms`.padEnd(11),
+          (x === null ? "-" : `${x.toFixed(2)}x`).padEnd(6),
+          check ? `${check.status} ${check.goal}` : "-",
+        ].join(" "),
+      );
+    }
+  }
+  return lines.join("\n");
 }
 
 async function main(): Promise<number> {
@@ -106,18 +144,28 @@ async function main(): Promise<number> {
   }
   if (files.ptReason) notes.push(`torch.load line skipped: ${files.ptReason}`);
 
-  const results: FigureResult[] = [];
+  // Other Node versions load the addon from prebuilds/ (build/Release holds this Node's ABI only): made here when
+  // missing, and removed afterwards.
+  const madePrebuilds = options.nodes.length > 1 || options.nodes[0] !== process.execPath ? ensurePrebuilds() : false;
+  const perNode: { node: string; version: string; results: FigureResult[] }[] = [];
   try {
-    for (const figure of selected) {
-      fs.rmSync(files.scratch, { recursive: true, force: true });
-      fs.mkdirSync(files.scratch, { recursive: true });
-      results.push(
-        measureFigure(figure, { runs: options.runs, timeoutMs: options.timeoutMs, reference, files, progress }),
-      );
+    for (const node of options.nodes) {
+      const version = spawnSync(node, ["-p", "process.version"], { encoding: "utf8" }).stdout.trim() || "?";
+      if (options.nodes.length > 1) progress(`our side on Node ${version} (${node})`);
+      const results: FigureResult[] = [];
+      for (const figure of selected) {
+        fs.rmSync(files.scratch, { recursive: true, force: true });
+        fs.mkdirSync(files.scratch, { recursive: true });
+        const env = { node, runs: options.runs, timeoutMs: options.timeoutMs, reference, files, progress };
+        results.push(measureFigure(figure, env));
+      }
+      perNode.push({ node, version, results });
     }
   } finally {
     fs.rmSync(files.scratch, { recursive: true, force: true });
+    if (madePrebuilds) fs.rmSync(path.join(REPO_DIR, "prebuilds"), { recursive: true, force: true });
   }
+  const results = perNode[0]!.results;
   for (const r of results) {
     for (const s of [...Object.values(r.ours), r.reference, ...Object.values(r.extras)]) {
       if (s.status !== "ok" || s.reason) notes.push(`${s.label}: ${s.status}${s.reason ? ` (${s.reason})` : ""}`);
@@ -148,6 +196,7 @@ async function main(): Promise<number> {
     notes,
   };
   console.log(`\n${textReport(run)}`);
+  if (perNode.length > 1) console.log(`\n${perNodeTable(perNode)}`);
   if (options.results) {
     fs.writeFileSync(options.results, markdownReport(run));
     console.log(`\nWrote ${options.results}`);
@@ -155,7 +204,14 @@ async function main(): Promise<number> {
   } else console.log("\nPartial run (--only): RESULTS.md not rewritten (pass --results PATH to write a report)");
   if (options.json) {
     fs.mkdirSync(path.dirname(options.json), { recursive: true });
-    fs.writeFileSync(options.json, `${JSON.stringify(jsonReport(run), null, 2)}\n`);
+    const perNodeJson = perNode.map(({ node, version, results }) => ({
+      node,
+      version,
+      figures: (jsonReport({ ...run, results, checks: acceptance(results) }) as { figures: unknown }).figures,
+      checks: acceptance(results),
+    }));
+    const json = { ...(jsonReport(run) as object), perNode: perNodeJson };
+    fs.writeFileSync(options.json, `${JSON.stringify(json, null, 2)}\n`);
     console.log(`Wrote ${options.json}`);
   }
   return 0;

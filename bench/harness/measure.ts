@@ -29,6 +29,8 @@ export interface FigureResult {
 }
 
 export interface MeasureEnv {
+  /** The Node binary our side runs on. */
+  node: string;
   runs: number;
   timeoutMs: number;
   reference: Reference;
@@ -64,7 +66,7 @@ function sidesOf(figure: Figure, env: MeasureEnv): { sides: Map<string, Side>; s
   const pctx: ProcessContext = {
     repo: REPO_DIR,
     bench: BENCH_DIR,
-    node: process.execPath,
+    node: env.node,
     python: reference.python,
     path: files.checkpoint,
     pt: files.pt,
@@ -82,7 +84,7 @@ function sidesOf(figure: Figure, env: MeasureEnv): { sides: Map<string, Side>; s
       label,
       once: () =>
         runChild(
-          [process.execPath, "--expose-gc", WORKER_JS, JSON.stringify(request(figure, backend, env))],
+          [env.node, "--expose-gc", WORKER_JS, JSON.stringify(request(figure, backend, env))],
           env.timeoutMs,
           // The addon rows must not inherit a disabling variable; the no-addon row sets it.
           { [NO_NATIVE_ENV]: noAddon ? "1" : undefined },

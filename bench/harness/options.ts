@@ -1,8 +1,9 @@
 /** `npm run bench` options. */
+import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { FIGURES } from "../figures/index.js";
-import { BENCH_DIR, DEFAULT_OUT_DIR } from "../spec.js";
+import { BENCH_DIR, DEFAULT_OUT_DIR, REPO_DIR } from "../spec.js";
 
 export interface Options {
   runs: number;
@@ -22,11 +23,16 @@ export interface Options {
   history: string | null;
   /** Keep STRIPPED_ENV in the children's environment (measure the machine as it is set up). */
   keepEnv: boolean;
+  /**
+   * The Node binaries our side runs on, each measured in turn beside the reference (`--node`); the first is the one
+   * the reports are made for. Default: this process's.
+   */
+  nodes: string[];
   argv: string[];
 }
 
 export const USAGE = `usage: npm run bench -- [--runs N] [--json PATH] [--only NAME[,NAME]] [--no-reference] [--timeout SECONDS]
-                        [--out-dir DIR] [--results PATH] [--history PATH] [--keep-env]
+                        [--out-dir DIR] [--results PATH] [--history PATH] [--keep-env] [--node PATH[,PATH]|all]
 
   --runs N         counted runs per side (default 5), after one uncounted warm-up each; sides are interleaved
   --json PATH      write every figure's figures as JSON
@@ -37,8 +43,24 @@ export const USAGE = `usage: npm run bench -- [--runs N] [--json PATH] [--only N
   --results PATH   markdown report (default bench/RESULTS.md on full runs, none with --only)
   --history PATH   earlier runs' medians, merged into the report and appended to by this run
                    (default bench/history.json when the report is bench/RESULTS.md)
+  --node LIST      our side on these Node binaries, each beside the reference, with a table per figure and Node
+                   at the end; "all": this Node and every build scripts/node-builds.mjs installed (x64)
   --keep-env       run the children with NODE_EXTRA_CA_CERTS as set here (removed by default: Node parses that
                    certificate bundle at every start-up; the report shows the start-up cost both ways)`;
+
+/** `--node`: paths, or "all" (this Node and each installed build of scripts/node-builds.mjs for this CPU). */
+function nodesOf(value: string | undefined, resolve: (p: string) => string | null): string[] {
+  if (value === undefined) return [process.execPath];
+  if (value !== "all") return value.split(",").map((p) => resolve(p.trim())!);
+  const list = spawnSync(process.execPath, [path.join(REPO_DIR, "scripts", "node-builds.mjs"), "list", process.arch], {
+    encoding: "utf8",
+  });
+  const others = list.stdout
+    .split("\n")
+    .map((line) => line.split(" ")[2])
+    .filter((bin): bin is string => Boolean(bin));
+  return [process.execPath, ...others];
+}
 
 export function parseOptions(argv: string[]): Options | "help" {
   const { values } = parseArgs({
@@ -53,6 +75,7 @@ export function parseOptions(argv: string[]): Options | "help" {
       results: { type: "string" },
       history: { type: "string" },
       "keep-env": { type: "boolean" },
+      node: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -99,6 +122,7 @@ export function parseOptions(argv: string[]): Options | "help" {
     results,
     history,
     keepEnv: values["keep-env"] === true,
+    nodes: nodesOf(values.node, resolve),
     argv,
   };
 }
