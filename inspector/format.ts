@@ -1,6 +1,6 @@
 /** Number formatting for the page: grouped integers and byte units as `inspect` prints them, compact floats. */
 
-export { group, humanBytes } from "../src/cli/inspect-format.js";
+export { group, humanBytes } from "../src/view/inspect-format.js";
 
 /** Parameter counts as people say them: 1.2B, 350M, 12.5K. */
 export function humanCount(n: number): string {

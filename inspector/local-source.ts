@@ -4,8 +4,9 @@
  * shard set is its index plus the shard files, each opened with `open(file)`. Summaries and stats come from the same
  * pure modules the `view` server uses (src/view), so both modes show the same numbers.
  */
-import { type AsyncSafetensorsFile, open } from "../src/async-file.js";
+
 import { SafetensorError } from "../src/format/errors.js";
+import { type AsyncSafetensorsFile, open } from "../src/read/async-file.js";
 import { parseIndex } from "../src/shards/index-json.js";
 import { tensorReport, type ViewTarget } from "../src/view/report.js";
 import { summarizeFile, summarizeSharded, type ViewSummary } from "../src/view/summary.js";

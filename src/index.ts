@@ -5,20 +5,8 @@
  * @module safetensors-ts/core
  */
 import { type Header, type HeaderOptions, parseHeaderFromBuffer } from "./format/header.js";
-import { Tensor } from "./tensor.js";
+import { Tensor } from "./read/tensor.js";
 
-// The public API, listed name by name: helpers the modules share (message quoting, sort order, range checks, the
-// slice planner's internals, the header reader's fast path) stay importable by path inside the repo but are not
-// part of the package. `test/package.test.ts` checks what a consumer sees.
-export {
-  type AsyncGetOptions,
-  type AsyncInput,
-  type AsyncOpenOptions,
-  type AsyncReadOptions,
-  AsyncSafetensorsFile,
-  type AsyncTensorSlice,
-  open,
-} from "./async-file.js";
 export type { Float8Dtype } from "./codecs/float8.js";
 export {
   canDecode,
@@ -32,7 +20,6 @@ export {
   toFloat32,
 } from "./codecs/index.js";
 export type { SubByteDtype } from "./codecs/subbyte.js";
-export { type GetTensorOptions, SafetensorsFile, type TensorSlice } from "./file.js";
 export {
   byteSize,
   DTYPES,
@@ -143,6 +130,20 @@ export {
   type RankTensor,
   type TensorCatalog,
 } from "./rank/plan.js";
+// The public API, listed name by name: helpers the modules share (message quoting, sort order, range checks, the
+// slice planner's internals, the header reader's fast path) stay importable by path inside the repo but are not
+// part of the package. `test/package.test.ts` checks what a consumer sees.
+export {
+  type AsyncGetOptions,
+  type AsyncInput,
+  type AsyncOpenOptions,
+  type AsyncReadOptions,
+  AsyncSafetensorsFile,
+  type AsyncTensorSlice,
+  open,
+} from "./read/async-file.js";
+export { type GetTensorOptions, SafetensorsFile, type TensorSlice } from "./read/file.js";
+export { Tensor, type TypedArray } from "./read/tensor.js";
 export { DEFAULT_HF_ENDPOINT, type HfLocation, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
 export { type HttpOptions, HttpSource, type HttpValidators } from "./remote/http.js";
 export {
@@ -152,7 +153,7 @@ export {
   openShardedAsync,
   type ShardedSource,
   urlShardedSource,
-} from "./remote/sharded.js";
+} from "./shards/async.js";
 export {
   type CheckedShards,
   checkShardPath,
@@ -189,7 +190,6 @@ export {
   type SlicePlan,
   slice,
 } from "./slice/index.js";
-export { Tensor, type TypedArray } from "./tensor.js";
 
 declare global {
   // `SafetensorsFile` is Disposable (`using file = openFile(...)`). Declaring the well-known symbol here, the way

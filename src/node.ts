@@ -5,7 +5,7 @@
  * @module safetensors-ts/node
  */
 import { loadNative } from "./io/native.js";
-import { primeOpenPath } from "./node-files.js";
+import { primeOpenPath } from "./read/node-files.js";
 
 export { journalPathFor, type RecoverOptions, type RecoverResult, recoverFile } from "./edit/journal.js";
 export {
@@ -69,8 +69,6 @@ export { type ApplyPatchOptions, type ApplyPatchResult, applyPatch, readPatchPla
 export { type CreatePatchOptions, type CreatePatchResult, createPatch } from "./integrity/patch-create.js";
 export type { PatchFileRef, PatchOp, PatchPlan, PatchSummary, PatchTarget } from "./integrity/patch-format.js";
 export { digestFile } from "./integrity/stored-file.js";
-// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
-export { FileHandleSource, loadFileAsync, type NodeOpenOptions, openAsync as open } from "./io/node-async.js";
 export {
   type ChunkSource,
   createWriter,
@@ -78,6 +76,22 @@ export {
   type SafetensorsWriter,
   type WriterOptions,
 } from "./io/stream-writer.js";
+export {
+  type ConversionReport,
+  convertPickleFile,
+  convertToTorchFile,
+  type NodeConvertOptions,
+  planPickleFile,
+  scanPickleFile,
+  type TorchWriteReport,
+} from "./pickle/node-pickle.js";
+export {
+  convertPickleDirectory,
+  type DirectoryConversionReport,
+  type DirectoryConvertOptions,
+} from "./pickle/node-pickle-dir.js";
+// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
+export { FileHandleSource, loadFileAsync, type NodeOpenOptions, openAsync as open } from "./read/node-async.js";
 export {
   type Backend,
   defaultBackend,
@@ -87,21 +101,7 @@ export {
   openFile,
   type SaveFileOptions,
   saveFile,
-} from "./node-files.js";
-export {
-  type ConversionReport,
-  convertPickleFile,
-  convertToTorchFile,
-  type NodeConvertOptions,
-  planPickleFile,
-  scanPickleFile,
-  type TorchWriteReport,
-} from "./node-pickle.js";
-export {
-  convertPickleDirectory,
-  type DirectoryConversionReport,
-  type DirectoryConvertOptions,
-} from "./node-pickle-dir.js";
+} from "./read/node-files.js";
 export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,

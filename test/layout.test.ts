@@ -60,7 +60,7 @@ test("pure folders import nothing from Node", () => {
 
 /** Pure modules that the core entry point may not reach yet (or not at all) but that must stay browser-safe. */
 const PURE = [
-  "src/async-file.ts",
+  "src/read/async-file.ts",
   "src/io/async-source.ts",
   "src/io/async-decorators.ts",
   "src/remote/http.ts",
@@ -71,7 +71,7 @@ const PURE = [
   "src/edit/fill.ts",
   "src/edit/mask-kernel.ts",
   "src/edit/npy.ts",
-  "src/remote/sharded.ts",
+  "src/shards/async.ts",
   "src/remote/location.ts",
 ];
 

@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { describe, test } from "node:test";
 import { deserialize, isSafetensorError, type Tensor } from "../src/index.js";
 import { openSharded } from "../src/node.js";
-import { convertPickleDirectory } from "../src/node-pickle-dir.js";
+import { convertPickleDirectory } from "../src/pickle/node-pickle-dir.js";
 import { parseIndex } from "../src/shards/index.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { runReference, skipWithoutReference } from "./helpers/reference.js";

@@ -9,7 +9,7 @@ import { PACKAGE_NAME } from "../spec.js";
  */
 export function loadFileHasPopulate(): boolean {
   const entry = fileURLToPath(import.meta.resolve(PACKAGE_NAME));
-  // The entry re-exports the file API from node-files (since the CLI imports that module without the entry).
+  // The entry re-exports the file API from read/node-files (since the CLI imports that module without the entry).
   return [".d.ts", "-files.d.ts"].some((suffix) => {
     try {
       return /\bpopulate\?\s*:/.test(fs.readFileSync(entry.replace(/\.js$/, suffix), "utf8"));

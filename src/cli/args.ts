@@ -3,7 +3,7 @@
  * before or after the command, and short usage errors with a did-you-mean.
  */
 import { parseArgs } from "node:util";
-import type { Backend } from "../node-files.js";
+import type { Backend } from "../read/node-files.js";
 import { didYouMean } from "./suggest.js";
 
 /** A mistake in how the command was called: exit status 2 with a short message and the command's usage line. */

@@ -1,5 +1,5 @@
 /** What a command file exports: its help text, its options and what it runs. Registered in `commands.ts`. */
-import type { Backend } from "../node-files.js";
+import type { Backend } from "../read/node-files.js";
 import type { OptionSpecs, OptionValues } from "./args.js";
 import type { Io } from "./io.js";
 

@@ -3,8 +3,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
 import { sniff } from "../format/sniff.js";
-import { type ConversionReport, convertPickleFile, convertToTorchFile } from "../node-pickle.js";
-import { convertPickleDirectory, type DirectoryConversionReport, isPickleDirectoryTarget } from "../node-pickle-dir.js";
+import { type ConversionReport, convertPickleFile, convertToTorchFile } from "../pickle/node-pickle.js";
+import {
+  convertPickleDirectory,
+  type DirectoryConversionReport,
+  isPickleDirectoryTarget,
+} from "../pickle/node-pickle-dir.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 

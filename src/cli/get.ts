@@ -2,8 +2,8 @@
 import { toFloat32 } from "../codecs/index.js";
 import type { TensorInfo } from "../format/header.js";
 import { writeAllAt, writeFileAtomic } from "../io/node-write.js";
-import { openFile } from "../node-files.js";
-import type { Tensor } from "../tensor.js";
+import { openFile } from "../read/node-files.js";
+import type { Tensor } from "../read/tensor.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { writeBytesToStdout } from "./io.js";

@@ -3,7 +3,6 @@
  * (AutoV2, kohya's sshs_model_hash...), in one read of the file (`src/integrity/digests.ts`).
  */
 import * as fs from "node:fs";
-import type { AsyncSafetensorsFile } from "../async-file.js";
 import { isSafetensorError } from "../format/errors.js";
 import {
   type DigestOptions,
@@ -12,7 +11,8 @@ import {
   type FileDigests,
   sizePrefix,
 } from "../integrity/digests.js";
-import type { Backend } from "../node-files.js";
+import type { AsyncSafetensorsFile } from "../read/async-file.js";
+import type { Backend } from "../read/node-files.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { openInput, stdinAsPath, streamStdin } from "./input.js";

@@ -6,12 +6,12 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { isatty } from "node:tty";
-import { SafetensorsFile } from "../file.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import { type Header, parseHeader, readHeaderJson, readHeaderLength } from "../format/header.js";
 import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES, type Sniffed } from "../format/sniff.js";
 import { MemorySource } from "../io/source.js";
-import { type Backend, openFile } from "../node-files.js";
+import { SafetensorsFile } from "../read/file.js";
+import { type Backend, openFile } from "../read/node-files.js";
 import { UsageError } from "./args.js";
 import { COMMANDS } from "./commands.js";
 

@@ -1,9 +1,9 @@
 /** `safetensors inspect`: the header as a table with totals, or as stable JSON. */
 import type { Header } from "../format/header.js";
+import { formatInspect, inspectJson } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { inputHeader } from "./input.js";
-import { formatInspect, inspectJson } from "./inspect-format.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { inspectSharded, isShardedTarget } from "./sharded.js";
 

@@ -1,12 +1,12 @@
 /** `safetensors load-rank`: one tensor-parallel rank's part of every tensor, read with only its own bytes. */
 import * as fs from "node:fs";
 import type { Header } from "../format/header.js";
-import { openAsync } from "../io/node-async.js";
 import { createWriter } from "../io/stream-writer.js";
-import { openFile } from "../node-files.js";
 import { type RankSource, readRankParts } from "../rank/load.js";
 import { LLAMA_RULES, parseRankRules, planRankLoad } from "../rank/plan.js";
-import { openShardedAsync } from "../remote/sharded.js";
+import { openAsync } from "../read/node-async.js";
+import { openFile } from "../read/node-files.js";
+import { openShardedAsync } from "../shards/async.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";

@@ -3,7 +3,7 @@
  * async reader: one request for headers under 1 MiB, the file pinned by its ETag/Last-Modified/size (a change while
  * reading is SourceChanged), HF_* and AWS_* settings from the environment.
  */
-import type { AsyncSafetensorsFile } from "../async-file.js";
+import type { AsyncSafetensorsFile } from "../read/async-file.js";
 import { isRemoteLocation } from "../remote/location.js";
 
 export { isRemoteLocation };
@@ -11,7 +11,7 @@ export { isRemoteLocation };
 /** Open a remote location; `use` runs with the file, which is closed afterwards. */
 export async function withRemote<T>(location: string, use: (file: AsyncSafetensorsFile) => Promise<T>): Promise<T> {
   // Loaded on first use: the remote readers (fetch, SigV4) are not part of a local command's start-up.
-  const { openAsync } = await import("../io/node-async.js");
+  const { openAsync } = await import("../read/node-async.js");
   const file = await openAsync(location);
   try {
     return await use(file);

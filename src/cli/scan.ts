@@ -1,7 +1,7 @@
 /** `safetensors scan FILE… [--json]`: the globals a PyTorch checkpoint names, where, and a verdict. */
 import { isSafetensorError } from "../format/errors.js";
-import { scanPickleFile } from "../node-pickle.js";
 import type { Verdict } from "../pickle/globals.js";
+import { scanPickleFile } from "../pickle/node-pickle.js";
 import type { ScanReport } from "../pickle/scan.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";

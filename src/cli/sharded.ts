@@ -3,9 +3,9 @@
  * index is checked against every shard (as `openSharded` checks it); its warnings go to standard error.
  */
 import * as path from "node:path";
-import type { Backend } from "../node-files.js";
+import type { Backend } from "../read/node-files.js";
 import { isShardedTarget, openSharded, type ShardedFile } from "../shards/node.js";
-import { formatInspect, inspectShardedJson, parameterCount } from "./inspect-format.js";
+import { formatInspect, inspectShardedJson, parameterCount } from "../view/inspect-format.js";
 import type { Io } from "./io.js";
 
 export { isShardedTarget };

@@ -4,10 +4,10 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { SafetensorsFile } from "../file.js";
 import type { Dtype } from "../format/dtypes.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import { ioError, openForReading, PreadSource } from "../io/node-file.js";
+import { SafetensorsFile } from "../read/file.js";
 import type { ShardIndex } from "../shards/index.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
 

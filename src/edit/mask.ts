@@ -21,7 +21,7 @@ import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
 import { openForReading, preadInto } from "../io/node-file.js";
-import { openFile } from "../node-files.js";
+import { openFile } from "../read/node-files.js";
 import { type BitOrder, checkMaskable, keepOf, keepOfPacked, type MaskMode, maskElements } from "./mask-kernel.js";
 import { type EditHandle, type EditOptions, openForEdit } from "./region.js";
 import { ShardedEditHandle } from "./sharded-edit.js";

@@ -11,11 +11,11 @@
 import * as fs from "node:fs";
 import { canEncode, encodedByteLength } from "../codecs/index.js";
 import { encodeLikeNumpy } from "../codecs/numpy.js";
-import { SafetensorsFile } from "../file.js";
 import { SafetensorError } from "../format/errors.js";
 import type { HeaderOptions, TensorInfo } from "../format/header.js";
 import { ioError, type OpenedFile, openWithHead, PreadSource, preadInto } from "../io/node-file.js";
 import { writeAllAt, writeBuffersAt } from "../io/node-write.js";
+import { SafetensorsFile } from "../read/file.js";
 import { isShardedTarget } from "../shards/node.js";
 import type { ByteRange, SliceIndex } from "../slice/index.js";
 import { editFastNative, editNative } from "./edit-native.js";

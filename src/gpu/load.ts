@@ -9,13 +9,14 @@
  * 15.6 s, load average 16 on 2 cores); renderer peaks alike (223-225 against 209-224 MiB). A mapped buffer is also
  * page memory as large as the whole buffer until it is unmapped: for a 1 GiB tensor that defeats `chunkBytes`.
  */
-import type { AsyncSafetensorsFile } from "../async-file.js";
+
 import type { Dtype } from "../format/dtypes.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
 import { throwIfAborted } from "../io/async-source.js";
+import type { AsyncSafetensorsFile } from "../read/async-file.js";
 import type { HttpOptions } from "../remote/http.js";
-import type { AsyncShardedOptions } from "../remote/sharded.js";
+import type { AsyncShardedOptions } from "../shards/async.js";
 import { Converter, writePadded } from "./convert.js";
 import { type GpuLoadInput, openInput, type SourceCache } from "./open.js";
 import { type LoadPlan, type PlanInput, pad4, planLoad, type TargetDtype } from "./plan.js";

@@ -2,12 +2,13 @@
  * What `loadToGPU` reads from: a URL or hf:// location (a file, or an index of a sharded checkpoint), a Blob/File,
  * any byte source, or a handle the caller opened. Opened here means closed here; a caller's handle stays open.
  */
-import { AsyncSafetensorsFile, toSource } from "../async-file.js";
+
 import { SafetensorError } from "../format/errors.js";
 import type { ByteSource, ByteSourceOpener } from "../io/async-source.js";
+import { AsyncSafetensorsFile, toSource } from "../read/async-file.js";
 import { resolveHfUrl } from "../remote/hf.js";
 import type { HttpOptions } from "../remote/http.js";
-import { AsyncShardedFile, type AsyncShardedOptions, urlShardedSource } from "../remote/sharded.js";
+import { AsyncShardedFile, type AsyncShardedOptions, urlShardedSource } from "../shards/async.js";
 
 /** Where downloaded bytes can be kept (the OPFS cache, `openWeightCache`): a caching source for a URL. */
 export interface SourceCache {

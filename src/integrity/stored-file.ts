@@ -4,10 +4,10 @@
  * tensor's bytes are. Node-only.
  */
 import * as fs from "node:fs";
-import { SafetensorsFile } from "../file.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import { PreadSource } from "../io/node-file.js";
+import { SafetensorsFile } from "../read/file.js";
 import type { StoredTensor } from "./compare.js";
 import { digestDescriptor, type EcosystemDigests, type FileDigests } from "./digests.js";
 

@@ -8,10 +8,12 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { quoteName, SafetensorError } from "./format/errors.js";
-import { compareCodePoints } from "./format/serialize.js";
-import { ioError } from "./io/node-file.js";
-import type { AtomicWriteOptions } from "./io/node-write.js";
+import { quoteName, SafetensorError } from "../format/errors.js";
+import { compareCodePoints } from "../format/serialize.js";
+import { ioError } from "../io/node-file.js";
+import type { AtomicWriteOptions } from "../io/node-write.js";
+import { DEFAULT_FILENAME_PATTERN, DEFAULT_MAX_INDEX_BYTES, type ShardPlan, shardFileName } from "../shards/index.js";
+import { commitCheckpoint, readIndex, realpath, shardPath } from "../shards/node.js";
 import {
   type ConversionReport,
   type NodeConvertOptions,
@@ -19,8 +21,6 @@ import {
   type PlannedCheckpoint,
   writePlanned,
 } from "./node-pickle.js";
-import { DEFAULT_FILENAME_PATTERN, DEFAULT_MAX_INDEX_BYTES, type ShardPlan, shardFileName } from "./shards/index.js";
-import { commitCheckpoint, readIndex, realpath, shardPath } from "./shards/node.js";
 
 /** Options of `convertPickleDirectory`. */
 export interface DirectoryConvertOptions extends NodeConvertOptions, AtomicWriteOptions {

@@ -5,17 +5,17 @@
 
 import * as fs from "node:fs";
 import * as zlib from "node:zlib";
-import { SafetensorsFile } from "./file.js";
-import { dtypeInfo } from "./format/dtypes.js";
-import { SafetensorError } from "./format/errors.js";
-import { ioError, PreadSource } from "./io/node-file.js";
-import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "./io/node-write.js";
-import { createWriter, type SafetensorsWriter } from "./io/stream-writer.js";
-import { type Container, type ContainerOptions, openContainer } from "./pickle/container.js";
-import { type ConversionPlan, type ConvertOptions, type PlannedTensor, planConversion } from "./pickle/plan.js";
-import { type ScanReport, scanSource } from "./pickle/scan.js";
-import { contiguousStrides } from "./pickle/torch.js";
-import { planZip, stateDictPickle, type TorchTensorSpec, torchTypeOf, zipDirectory } from "./pickle/writer.js";
+import { dtypeInfo } from "../format/dtypes.js";
+import { SafetensorError } from "../format/errors.js";
+import { ioError, PreadSource } from "../io/node-file.js";
+import { type AtomicWriteOptions, writeAllAt, writeFileAtomic } from "../io/node-write.js";
+import { createWriter, type SafetensorsWriter } from "../io/stream-writer.js";
+import { SafetensorsFile } from "../read/file.js";
+import { type Container, type ContainerOptions, openContainer } from "./container.js";
+import { type ConversionPlan, type ConvertOptions, type PlannedTensor, planConversion } from "./plan.js";
+import { type ScanReport, scanSource } from "./scan.js";
+import { contiguousStrides } from "./torch.js";
+import { planZip, stateDictPickle, type TorchTensorSpec, torchTypeOf, zipDirectory } from "./writer.js";
 
 /** Chunk of reads and writes: large enough for sequential disk speed, small enough for a flat RSS. */
 const CHUNK_BYTES = 8 << 20;

@@ -5,8 +5,8 @@
  */
 import { Limiter } from "../io/async-decorators.js";
 import type { ReadOptions } from "../io/async-source.js";
+import { Tensor } from "../read/tensor.js";
 import type { SliceIndex, SlicePlan } from "../slice/index.js";
-import { Tensor } from "../tensor.js";
 import { planRankLoad, type RankOptions, type RankPlan, type RankTensor, type TensorCatalog } from "./plan.js";
 
 /** Default of `RankReadOptions.concurrency`. */

@@ -5,10 +5,9 @@
  * Reads are planned first (which byte ranges), then fetched together: ranges closer than `maxGap` merge, ranges
  * longer than `maxReadBytes` split, and at most `concurrency` reads are in flight.
  */
-import { SafetensorError } from "./format/errors.js";
-import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
-import { HeaderView } from "./header-view.js";
-import { mergeRanges, type Range, withConcurrencyLimit } from "./io/async-decorators.js";
+import { SafetensorError } from "../format/errors.js";
+import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "../format/header.js";
+import { mergeRanges, type Range, withConcurrencyLimit } from "../io/async-decorators.js";
 import {
   BlobSource,
   type ByteSource,
@@ -17,10 +16,11 @@ import {
   MemoryByteSource,
   type ReadOptions,
   throwIfAborted,
-} from "./io/async-source.js";
-import { type HfOptions, resolveHfUrl } from "./remote/hf.js";
-import { type HttpOptions, HttpSource } from "./remote/http.js";
-import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
+} from "../io/async-source.js";
+import { type HfOptions, resolveHfUrl } from "../remote/hf.js";
+import { type HttpOptions, HttpSource } from "../remote/http.js";
+import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "../slice/index.js";
+import { HeaderView } from "./header-view.js";
 import { Tensor } from "./tensor.js";
 
 /** First read for remote sources: one request covers the size prefix and the header of nearly every checkpoint. */

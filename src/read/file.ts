@@ -3,14 +3,14 @@
  * read on demand, each touching only its own bytes.
  */
 
-import { CompactTensors } from "./format/compact-tensors.js";
-import { isSafetensorError, SafetensorError } from "./format/errors.js";
-import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "./format/header.js";
-import { headerFromScan } from "./format/scanned.js";
-import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES } from "./format/sniff.js";
+import { CompactTensors } from "../format/compact-tensors.js";
+import { isSafetensorError, SafetensorError } from "../format/errors.js";
+import { type Header, type HeaderOptions, parseHeader, readHeaderLength, type TensorInfo } from "../format/header.js";
+import { headerFromScan } from "../format/scanned.js";
+import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES } from "../format/sniff.js";
+import type { SyncByteSource } from "../io/source.js";
+import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "../slice/index.js";
 import { HeaderView } from "./header-view.js";
-import type { SyncByteSource } from "./io/source.js";
-import { fetchRanges, gather, gatherPieces, type SliceIndex, type SlicePlan } from "./slice/index.js";
 import { Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
 
 /** Options of `getTensor` and of a slice's `get`. */

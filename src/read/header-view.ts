@@ -2,11 +2,11 @@
  * What every file handle answers from its header alone (sync and async readers alike): names, metadata, tensor
  * infos and byte ranges; and the source it reads from, until closed.
  */
-import { CompactTensors } from "./format/compact-tensors.js";
-import { quoteName, SafetensorError } from "./format/errors.js";
-import type { Header, TensorInfo } from "./format/header.js";
-import { compareCodePoints } from "./format/serialize.js";
-import { parseSliceSpec, planSlice, type SliceIndex, type SlicePlan } from "./slice/index.js";
+import { CompactTensors } from "../format/compact-tensors.js";
+import { quoteName, SafetensorError } from "../format/errors.js";
+import type { Header, TensorInfo } from "../format/header.js";
+import { compareCodePoints } from "../format/serialize.js";
+import { parseSliceSpec, planSlice, type SliceIndex, type SlicePlan } from "../slice/index.js";
 
 export class HeaderView<S extends { readonly kind: string }> {
   readonly header: Header;

@@ -3,13 +3,13 @@
  * so awaiting them never blocks the event loop), and `open`/`loadFileAsync` that accept paths as well as URLs.
  */
 import * as fsp from "node:fs/promises";
-import { type AsyncInput, type AsyncOpenOptions, AsyncSafetensorsFile, toSource } from "../async-file.js";
 import { SafetensorError } from "../format/errors.js";
+import { type ByteSource, type ReadOptions, throwIfAborted } from "../io/async-source.js";
+import { ioError } from "../io/node-file.js";
+import { checkRange } from "../io/source.js";
 import { resolveS3, type S3Options } from "../remote/s3.js";
-import type { Tensor } from "../tensor.js";
-import { type ByteSource, type ReadOptions, throwIfAborted } from "./async-source.js";
-import { ioError } from "./node-file.js";
-import { checkRange } from "./source.js";
+import { type AsyncInput, type AsyncOpenOptions, AsyncSafetensorsFile, toSource } from "./async-file.js";
+import type { Tensor } from "./tensor.js";
 
 /** One FileHandle read moves at most this much (libuv caps a read at INT32_MAX bytes). */
 const MAX_READ_CHUNK = 1 << 30;

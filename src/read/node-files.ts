@@ -6,29 +6,29 @@
 import { isUtf8 } from "node:buffer";
 import { closeSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
-import { hasJournal, journalPathFor } from "./edit/journal.js";
-import { SafetensorsFile } from "./file.js";
-import { installAccelerators } from "./format/accelerators.js";
-import { CompactTensors } from "./format/compact-tensors.js";
-import { DTYPES } from "./format/dtypes.js";
-import { SafetensorError } from "./format/errors.js";
-import type { Header, HeaderOptions } from "./format/header.js";
-import { DEFAULT_MAX_HEADER_BYTES } from "./format/header.js";
+import { hasJournal, journalPathFor } from "../edit/journal.js";
+import { installAccelerators } from "../format/accelerators.js";
+import { CompactTensors } from "../format/compact-tensors.js";
+import { DTYPES } from "../format/dtypes.js";
+import { SafetensorError } from "../format/errors.js";
+import type { Header, HeaderOptions } from "../format/header.js";
+import { DEFAULT_MAX_HEADER_BYTES } from "../format/header.js";
 import {
   type MetadataInput,
   type NamedTensors,
   planSerialization,
   type SerializeOptions,
   serialize,
-} from "./format/serialize.js";
-import { mappedFile, registerBuffer } from "./io/file-views.js";
-import { loadNative, mapViews, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "./io/native.js";
-import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "./io/node-file.js";
-import { MmapSource } from "./io/node-mmap.js";
-import { HUGE_ALLOCATION_THRESHOLD, readOwnedFrom } from "./io/node-owned.js";
-import { type SaveOptions, writeViewsAt } from "./io/node-save.js";
-import { type AtomicWriteOptions, writeFileAtomic } from "./io/node-write.js";
-import { MemorySource, type SyncByteSource } from "./io/source.js";
+} from "../format/serialize.js";
+import { mappedFile, registerBuffer } from "../io/file-views.js";
+import { loadNative, mapViews, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "../io/native.js";
+import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "../io/node-file.js";
+import { MmapSource } from "../io/node-mmap.js";
+import { HUGE_ALLOCATION_THRESHOLD, readOwnedFrom } from "../io/node-owned.js";
+import { type SaveOptions, writeViewsAt } from "../io/node-save.js";
+import { type AtomicWriteOptions, writeFileAtomic } from "../io/node-write.js";
+import { MemorySource, type SyncByteSource } from "../io/source.js";
+import { SafetensorsFile } from "./file.js";
 import { Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
 
 /** Rounds of the warm-up at import (each opens a 48-tensor header held in memory). */

@@ -1,6 +1,6 @@
-import { fromFloat32, toFloat32 } from "./codecs/index.js";
-import { byteSize, byteSizeNumber, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "./format/dtypes.js";
-import { SafetensorError } from "./format/errors.js";
+import { fromFloat32, toFloat32 } from "../codecs/index.js";
+import { byteSize, byteSizeNumber, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "../format/dtypes.js";
+import { SafetensorError } from "../format/errors.js";
 
 /** The TypedArrays `Tensor.typed` returns. */
 export type TypedArray =

@@ -3,21 +3,22 @@
  * every shard's header fetched in parallel (bounded), the index checked against them with the same pure checks as
  * local shards (`src/shards`), and one handle over all shards. Pure: runs in browsers.
  */
+
+import { SafetensorError } from "../format/errors.js";
+import type { Header } from "../format/header.js";
+import { Limiter } from "../io/async-decorators.js";
 import {
   type AsyncGetOptions,
   type AsyncOpenOptions,
   AsyncSafetensorsFile,
   type AsyncTensorSlice,
   toSource,
-} from "../async-file.js";
-import { SafetensorError } from "../format/errors.js";
-import type { Header } from "../format/header.js";
-import { Limiter } from "../io/async-decorators.js";
-import { checkShards, DEFAULT_MAX_INDEX_BYTES, parseIndex } from "../shards/index.js";
-import { ShardedView } from "../shards/view.js";
-import type { Tensor } from "../tensor.js";
-import { resolveHfUrl } from "./hf.js";
-import { HttpSource } from "./http.js";
+} from "../read/async-file.js";
+import type { Tensor } from "../read/tensor.js";
+import { resolveHfUrl } from "../remote/hf.js";
+import { HttpSource } from "../remote/http.js";
+import { checkShards, DEFAULT_MAX_INDEX_BYTES, parseIndex } from "./index.js";
+import { ShardedView } from "./view.js";
 
 /** Default of `AsyncShardedOptions.shardConcurrency`. */
 export const DEFAULT_SHARD_CONCURRENCY = 8;

@@ -4,14 +4,14 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { GetTensorOptions, SafetensorsFile, TensorSlice } from "../file.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import type { MetadataInput, NamedTensors, TensorLike } from "../format/serialize.js";
 import { ioError, openForReading } from "../io/node-file.js";
 import { type AtomicWriteOptions, writeAllAt, writeError, writeFileAtomic } from "../io/node-write.js";
-import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../node-files.js";
-import type { Tensor } from "../tensor.js";
+import type { GetTensorOptions, SafetensorsFile, TensorSlice } from "../read/file.js";
+import { type OpenFileOptions, openFile, type SaveFileOptions, saveFile } from "../read/node-files.js";
+import type { Tensor } from "../read/tensor.js";
 import {
   checkShards,
   DEFAULT_FILENAME_PATTERN,

@@ -7,11 +7,12 @@
  *
  * Pure code: no `node:` imports, runs in browsers.
  */
-import { inspectJson, inspectShardedJson, parameterCount } from "../cli/inspect-format.js";
+
 import { DTYPES } from "../format/dtypes.js";
 import type { Header } from "../format/header.js";
 import { checkShards } from "../shards/check.js";
 import type { ShardIndex } from "../shards/index-json.js";
+import { inspectJson, inspectShardedJson, parameterCount } from "./inspect-format.js";
 import { describeMetadata, type MetadataView } from "./metadata.js";
 import { countParameters, type Quantization, type QuantizationConfig } from "./params.js";
 

@@ -2,7 +2,7 @@
  * Deterministic tensor sets for the crash and fault tests, shared by the test (expected bytes) and the child that
  * writes them (test/helpers/write-child.ts), so both sides agree without passing data around.
  */
-import { Tensor } from "../../src/tensor.js";
+import { Tensor } from "../../src/read/tensor.js";
 import { fill } from "./fill.js";
 
 export interface WritePlan {
