@@ -7,7 +7,7 @@
 import { loadNative } from "./io/native.js";
 import { primeOpenPath } from "./read/node-files.js";
 
-export { journalPathFor, type RecoverOptions, type RecoverResult, recoverFile } from "./edit/journal.js";
+export { type RecoverOptions, type RecoverResult, recoverFile } from "./edit/journal.js";
 export {
   type ApplyMaskOptions,
   type ApplyMaskResult,
@@ -17,6 +17,7 @@ export {
   type MaskLayout,
   type MaskMode,
 } from "./edit/mask.js";
+export { openForEdit } from "./edit/open.js";
 export {
   DEFAULT_MAX_JOURNAL_BYTES,
   EditHandle,
@@ -25,7 +26,6 @@ export {
   type EditResult,
   type EditValues,
   type LocalityProof,
-  openForEdit,
   type VerifyLevel,
   type WriteOptions,
 } from "./edit/region.js";
@@ -69,6 +69,9 @@ export { type ApplyPatchOptions, type ApplyPatchResult, applyPatch, readPatchPla
 export { type CreatePatchOptions, type CreatePatchResult, createPatch } from "./integrity/patch-create.js";
 export type { PatchFileRef, PatchOp, PatchPlan, PatchSummary, PatchTarget } from "./integrity/patch-format.js";
 export { digestFile } from "./integrity/stored-file.js";
+// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
+export { FileHandleSource } from "./io/node-file-handle.js";
+export { journalPathFor } from "./io/node-journal-path.js";
 export {
   type ChunkSource,
   createWriter,
@@ -90,8 +93,7 @@ export {
   type DirectoryConversionReport,
   type DirectoryConvertOptions,
 } from "./pickle/node-pickle-dir.js";
-// `open` here also takes local paths (read through a FileHandle); it shadows the core's URL/Blob/bytes `open`.
-export { FileHandleSource, loadFileAsync, type NodeOpenOptions, openAsync as open } from "./read/node-async.js";
+export { loadFileAsync, type NodeOpenOptions, openAsync as open } from "./read/node-async.js";
 export {
   type Backend,
   defaultBackend,

@@ -2,7 +2,8 @@
 import * as fs from "node:fs";
 import { negativeNanLikeNumpy } from "../codecs/numpy.js";
 import { isNpy, npyFits, parseNpy } from "../edit/npy.js";
-import { type EditValues, type LocalityProof, openForEdit, type VerifyLevel } from "../edit/region.js";
+import { openForEdit } from "../edit/open.js";
+import type { EditValues, LocalityProof, VerifyLevel } from "../edit/region.js";
 import { SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
 import { ioError } from "../io/node-file.js";

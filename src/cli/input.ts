@@ -4,18 +4,15 @@
  * `HeaderTooLarge`.
  */
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { isatty } from "node:tty";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import { type Header, parseHeader, readHeaderJson, readHeaderLength } from "../format/header.js";
-import { OTHER_FORMAT_CODES, otherFormat, SNIFF_BYTES, type Sniffed } from "../format/sniff.js";
+import { SNIFF_BYTES } from "../format/sniff.js";
 import { MemorySource } from "../io/source.js";
 import { SafetensorsFile } from "../read/file.js";
-import { type Backend, openFile } from "../read/node-files.js";
+import type { Backend } from "../read/node-files.js";
+import { describeInput, explainNotSafetensors, openLocal } from "../read/node-input.js";
 import { UsageError } from "./args.js";
-import { COMMANDS } from "./commands.js";
-
-const shown = (file: string) => (file === "-" ? "standard input" : file);
 
 /** `tty.isatty`, not `process.stdin.isTTY`: creating `process.stdin` makes a pipe non-blocking (reads then poll). */
 function refuseTerminal(): void {
@@ -81,7 +78,7 @@ export function streamStdin(consumer?: StreamConsumer): Header {
   const head = new Uint8Array(SNIFF_BYTES);
   const got = readStdinFully(head);
   const fail = (error: unknown, length?: number): never => {
-    throw explain(error, "-", head.subarray(0, got), length);
+    throw explainNotSafetensors(error, "-", head.subarray(0, got), length);
   };
   const attempt = <T>(run: () => T, length?: number): T => {
     try {
@@ -123,106 +120,12 @@ export function streamStdin(consumer?: StreamConsumer): Header {
   return header;
 }
 
-function firstBytes(file: string): Uint8Array {
-  const fd = fs.openSync(file, "r");
-  try {
-    const head = new Uint8Array(SNIFF_BYTES);
-    return head.subarray(0, fs.readSync(fd, head, 0, SNIFF_BYTES, 0));
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-function listSafetensors(dir: string): string[] {
-  try {
-    return fs
-      .readdirSync(dir)
-      .filter((name) => name.endsWith(".safetensors"))
-      .sort();
-  } catch {
-    return [];
-  }
-}
-
-const some = (names: string[]) =>
-  names.length <= 3 ? names.join(", ") : `${names.slice(0, 3).join(", ")} and ${names.length - 3} more`;
-
-/** What to do instead, for each kind of file; worded for what this installation's commands can do. */
-function advice(file: string, found: Sniffed): string {
-  const hasCommand = (name: string) => COMMANDS.some((entry) => entry.name === name);
-  switch (found.format) {
-    case "pytorch-zip":
-    case "pytorch-legacy":
-    case "pytorch-tar":
-    case "pickle":
-      return hasCommand("convert")
-        ? `convert it (without running its code) with: safetensors convert ${file} OUT.safetensors`
-        : "convert it to safetensors first (in Python: safetensors.torch.save_file(torch.load(IN, weights_only=True), OUT))";
-    case "directory": {
-      const files = listSafetensors(file);
-      return files.length === 0
-        ? "it holds no .safetensors file"
-        : `give one of its ${files.length} .safetensors files (${some(files)})`;
-    }
-    case "json-index":
-      // Only reached for an index that is not a *.index.json path (those are read as sharded checkpoints).
-      return "inspect, validate, hash and get read a sharded checkpoint from its directory or its *.index.json path";
-    case "git-lfs-pointer":
-      return "fetch the real file (git lfs pull in its repository), or download it again";
-    case "html":
-      return "download the file itself (on the Hugging Face Hub: the .../resolve/main/FILE link, not .../blob/main/FILE)";
-    case "numpy":
-    case "numpy-npz":
-      return "save it as safetensors with safetensors.numpy.save_file in Python";
-    case "gzip":
-    case "zip":
-      return "unpack it first";
-    case "gguf":
-      return "GGUF is llama.cpp's own format, which this tool does not read";
-    case "hdf5":
-      return "HDF5 weights are not read here; load them in Python and save with safetensors";
-    case "empty":
-      return "an interrupted download or copy?";
-    case "json":
-    case "text":
-      return "weights are in .safetensors files";
-    default:
-      return "";
-  }
-}
-
-/** A `NotSafetensors` error for `file`, or undefined when it may well be a damaged safetensors file. */
-export function notSafetensors(
-  file: string,
-  head: Uint8Array,
-  options: { isDirectory?: boolean; fileLength?: number; cause?: SafetensorError } = {},
-): SafetensorError | undefined {
-  const found = otherFormat(head, { ...options, name: path.basename(file) });
-  if (found === undefined) {
-    // Unrecognised bytes that cannot start a safetensors file either (no "{" after the 8-byte size): something
-    // else, not a damaged safetensors file, so not HeaderTooLarge.
-    if (head.length < 9 || head[8] === 0x7b) return undefined;
-    const what = "not a safetensors file: no JSON header after the 8-byte size";
-    return new SafetensorError(
-      "NotSafetensors",
-      `${shown(file)} is ${what}`,
-      options.cause ? { cause: options.cause } : undefined,
-    );
-  }
-  const hint = advice(file, found);
-  return new SafetensorError(
-    "NotSafetensors",
-    `${shown(file)} is ${found.description}, not a safetensors file${hint ? `; ${hint}` : ""}`,
-    options.cause ? { cause: options.cause } : undefined,
-  );
-}
-
 /** A safetensors file over bytes in memory (`label` names them in errors: "-" for standard input). */
 export function openBytes(label: string, bytes: Uint8Array): SafetensorsFile {
   try {
     return SafetensorsFile.open(new MemorySource(bytes));
   } catch (error) {
-    throw explain(error, label, bytes.subarray(0, SNIFF_BYTES), bytes.length);
+    throw explainNotSafetensors(error, label, bytes.subarray(0, SNIFF_BYTES), bytes.length);
   }
 }
 
@@ -243,27 +146,9 @@ export function openInput(file: string, backend: Backend): SafetensorsFile {
   if (file === "-") {
     const inPlace = stdinAsPath();
     if (inPlace === undefined) return openBytes(file, readStdin());
-    return relabel(() => openInput(inPlace, backend), inPlace, file);
+    return relabel(() => openLocal(inPlace, backend), inPlace, file);
   }
-  let stat: fs.Stats | undefined;
-  try {
-    stat = fs.statSync(file);
-  } catch {
-    // openFile reports a missing or unreadable file with its own IoError.
-  }
-  if (stat?.isDirectory()) throw notSafetensors(file, new Uint8Array(0), { isDirectory: true })!;
-  try {
-    return openFile(file, { backend });
-  } catch (error) {
-    if (!isSafetensorError(error) || !OTHER_FORMAT_CODES.has(error.code)) throw error;
-    let head: Uint8Array;
-    try {
-      head = firstBytes(file);
-    } catch {
-      throw error;
-    }
-    throw explain(error, file, head, stat?.size);
-  }
+  return openLocal(file, backend);
 }
 
 /**
@@ -282,11 +167,6 @@ function relabel<T>(run: () => T, from: string, to: string): T {
     return run();
   } catch (error) {
     if (!isSafetensorError(error) || !error.message.includes(from)) throw error;
-    throw new SafetensorError(error.code, error.message.replaceAll(from, shown(to)), { cause: error });
+    throw new SafetensorError(error.code, error.message.replaceAll(from, describeInput(to)), { cause: error });
   }
-}
-
-function explain(error: unknown, file: string, head: Uint8Array, fileLength: number | undefined): unknown {
-  if (!isSafetensorError(error) || !OTHER_FORMAT_CODES.has(error.code)) return error;
-  return notSafetensors(file, head, { fileLength, cause: error }) ?? error;
 }

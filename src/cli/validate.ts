@@ -1,8 +1,8 @@
 /** `safetensors validate`: every check the reader makes, on each file given. */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { hasJournal, journalPathFor } from "../edit/journal.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
+import { hasJournal, journalPathFor } from "../io/node-journal-path.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { inputHeader } from "./input.js";

@@ -23,7 +23,8 @@ import type { TensorInfo } from "../format/header.js";
 import { openForReading, preadInto } from "../io/node-file.js";
 import { openFile } from "../read/node-files.js";
 import { type BitOrder, checkMaskable, keepOf, keepOfPacked, type MaskMode, maskElements } from "./mask-kernel.js";
-import { type EditHandle, type EditOptions, openForEdit } from "./region.js";
+import { openForEdit } from "./open.js";
+import type { EditHandle, EditOptions } from "./region.js";
 import { ShardedEditHandle } from "./sharded-edit.js";
 
 export type { BitOrder, MaskMode };

@@ -1,8 +1,8 @@
 /**
- * In-place region writes: `openForEdit(path)` → `write(name, slice, values)` overwrites only the bytes of one slice of
- * one tensor, with positional writes, after saving their old bytes to the undo journal (journal.ts). `commit()`
- * makes the edits final (fsync, journal removed); `rollback()` (or `close()` before a commit) puts the old bytes
- * back. A journal left by a crash is rolled back when the file is next opened for editing. Node-only.
+ * In-place region writes: `openForEdit(path)` (open.ts) → `write(name, slice, values)` overwrites only the bytes of one
+ * slice of one tensor, with positional writes, after saving their old bytes to the undo journal (journal.ts).
+ * `commit()` makes the edits final (fsync, journal removed); `rollback()` (or `close()` before a commit) puts the old
+ * bytes back. A journal left by a crash is rolled back when the file is next opened for editing. Node-only.
  *
  * The byte runs of a slice come from the slice planner (`fetchRanges`): runs closer than its `maxGap` are merged,
  * and the bytes between them are read and written back unchanged (one write per range rather than one per run;
@@ -16,22 +16,18 @@ import type { HeaderOptions, TensorInfo } from "../format/header.js";
 import { ioError, type OpenedFile, openWithHead, PreadSource, preadInto } from "../io/node-file.js";
 import { writeAllAt, writeBuffersAt } from "../io/node-write.js";
 import { SafetensorsFile } from "../read/file.js";
-import { isShardedTarget } from "../shards/node.js";
 import type { ByteRange, SliceIndex } from "../slice/index.js";
 import { editFastNative, editNative } from "./edit-native.js";
 import { encodeScalarGroup, fillBlock, filledBytes, isZeroBits } from "./fill.js";
 import {
   dataWriteError,
-  hasJournal,
   JournalWriter,
   type RangeData,
   readRegion,
-  recoverFile,
   removeJournal,
   rollbackFromJournal,
 } from "./journal.js";
 import { checkSpan, type Overlay, type SpanDigests, spanDigest, spanDigests } from "./proof.js";
-import { recoverCheckpoint, ShardedEditHandle } from "./sharded-edit.js";
 import { planWrite, type WritePlan } from "./write-plan.js";
 
 /** Options of `openForEdit`. */
@@ -561,7 +557,7 @@ function newContent(plan: WritePlan, oldBytes: () => Uint8Array[], encoded: Uint
   return next;
 }
 
-/** What `openForEdit` gives for a file (`EditHandle`) and for a sharded checkpoint (`ShardedEditHandle`). */
+/** What `openForEdit` (open.ts) gives for a file (`EditHandle`) and for a sharded checkpoint (`ShardedEditHandle`). */
 export interface Editor {
   readonly path: string;
   /** Whether there are uncommitted edits. */
@@ -575,30 +571,4 @@ export interface Editor {
   rollback(): void;
   close(): void;
   [Symbol.dispose](): void;
-}
-
-/**
- * Open a safetensors file, or a sharded checkpoint (its directory or `*.index.json`), for in-place edits. A journal
- * left by an interrupted edit is rolled back first (or refused with `JournalCorrupt` when it does not check out:
- * nothing is then touched); the header (every shard's, and the index) is validated.
- */
-export function openForEdit(path: string, options: EditOptions = {}): Editor {
-  // Only a directory or an index can be a checkpoint: a file is opened at once (the open also tells whether its
-  // journal exists), a directory is told by its failed open, so the first edit of a process stats nothing.
-  let opened: OpenedFile | undefined;
-  if (!path.endsWith(".index.json")) {
-    try {
-      opened = openWithHead(path, true);
-    } catch (error) {
-      if (!fs.existsSync(`${path}/`)) throw error;
-    }
-  }
-  if (opened === undefined && isShardedTarget(path)) {
-    recoverCheckpoint(path, { fsync: options.fsync ?? false });
-    return new ShardedEditHandle(path, options);
-  }
-  if (opened && !(opened.journal ?? hasJournal(path))) return new EditHandle(path, options, "", opened);
-  if (opened) fs.closeSync(opened.fd);
-  recoverFile(path, { fsync: options.fsync ?? false });
-  return new EditHandle(path, options);
 }

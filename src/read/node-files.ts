@@ -6,7 +6,6 @@
 import { isUtf8 } from "node:buffer";
 import { closeSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
-import { hasJournal, journalPathFor } from "../edit/journal.js";
 import { installAccelerators } from "../format/accelerators.js";
 import { CompactTensors } from "../format/compact-tensors.js";
 import { DTYPES } from "../format/dtypes.js";
@@ -23,6 +22,7 @@ import {
 import { mappedFile, registerBuffer } from "../io/file-views.js";
 import { loadNative, mapViews, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "../io/native.js";
 import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "../io/node-file.js";
+import { hasJournal, journalPathFor } from "../io/node-journal-path.js";
 import { MmapSource } from "../io/node-mmap.js";
 import { HUGE_ALLOCATION_THRESHOLD, readOwnedFrom } from "../io/node-owned.js";
 import { type SaveOptions, writeViewsAt } from "../io/node-save.js";

@@ -16,12 +16,12 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
-import { openInput } from "../cli/input.js";
 import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import type { AsyncSafetensorsFile } from "../read/async-file.js";
 import { openAsync, withEnvironment } from "../read/node-async.js";
 import type { Backend } from "../read/node-files.js";
+import { openLocal } from "../read/node-input.js";
 import { isRemoteLocation } from "../remote/location.js";
 import { openShardedAsync } from "../shards/async.js";
 import { isShardedTarget, openSharded } from "../shards/node.js";
@@ -99,7 +99,7 @@ export async function openViewTarget(input: string, backend: Backend = "auto"): 
       throw error;
     }
   }
-  const file = openInput(input, backend);
+  const file = openLocal(input, backend);
   try {
     const summary = summarizeFile(file.header, {
       source: path.basename(input),
