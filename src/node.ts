@@ -5,7 +5,6 @@
  * @module safetensors-ts/node
  */
 import { loadNative } from "./io/native.js";
-import { primeOpenPath } from "./read/node-files.js";
 
 export { type RecoverOptions, type RecoverResult, recoverFile } from "./edit/journal.js";
 export {
@@ -117,4 +116,3 @@ export {
 
 // Load the optional native addon with the module (like a Python extension at import), not inside the first open.
 loadNative();
-primeOpenPath();

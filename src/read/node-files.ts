@@ -1,7 +1,5 @@
 /**
- * Local files: openFile / loadFile / saveFile and the backend choice. No work at import (the public Node entry,
- * node.ts, loads the addon and warms the open path when it is imported; the CLI imports this module directly and
- * opens one file per process, where that warm-up would only cost).
+ * Local files: openFile / loadFile / saveFile and the backend choice.
  */
 import { isUtf8 } from "node:buffer";
 import { closeSync } from "node:fs";
@@ -17,22 +15,18 @@ import {
   type NamedTensors,
   planSerialization,
   type SerializeOptions,
-  serialize,
 } from "../format/serialize.js";
 import { mappedFile, registerBuffer } from "../io/file-views.js";
-import { loadNative, mapViews, nativeHeaderScanner, nativeJsonAccelerators, nativeStatus } from "../io/native.js";
-import { HEAD_BYTES, MAX_BUFFER_BYTES, openWithHead, PreadSource } from "../io/node-file.js";
+import { loadNative, mapViews, nativeJsonAccelerators, nativeStatus } from "../io/native.js";
+import { MAX_BUFFER_BYTES, openWithHead, PreadSource } from "../io/node-file.js";
 import { hasJournal, journalPathFor } from "../io/node-journal-path.js";
 import { MmapSource } from "../io/node-mmap.js";
 import { HUGE_ALLOCATION_THRESHOLD, readOwnedFrom } from "../io/node-owned.js";
 import { type SaveOptions, writeViewsAt } from "../io/node-save.js";
 import { type AtomicWriteOptions, writeFileAtomic } from "../io/node-write.js";
-import { MemorySource, type SyncByteSource } from "../io/source.js";
+import type { SyncByteSource } from "../io/source.js";
 import { SafetensorsFile } from "./file.js";
-import { Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
-
-/** Rounds of the warm-up at import (each opens a 48-tensor header held in memory). */
-const PRIME_ROUNDS = 10;
+import { type Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
 
 // The header reader's faster loops (Node's UTF-8 check, the addon's scanners) for every reader of local files, the
 // CLI included; installing them loads the optional addon.
@@ -283,78 +277,4 @@ export function saveFile(
   // file (node-save.ts).
   const buffers = [plan.header, ...plan.tensors.map((t) => t.data)];
   writeFileAtomic(path, (fd) => writeViewsAt(fd, buffers, 0, options), options);
-}
-
-/**
- * What the warm-up made, kept alive: V8's inline caches hold the hidden classes ("maps") of the objects they saw
- * weakly, and a full GC between the import and the first open (the benchmark's worker runs one; any program may)
- * collects the maps of objects that died, so the first open rebuilt them and missed every cache again. Measured on
- * the 48-tensor checkpoint with a gc() before the window (callgrind): loadFile 1.79 M -> 1.51 M instructions, the
- * first openFile 0.91 M -> 0.76 M. A few KiB.
- */
-const primed: unknown[] = [];
-
-/**
- * Runs the open path over a small built-in header when the module loads, so that V8 compiles it then rather than
- * inside the first `openFile`: lazy compilation and cold inline caches made a first
- * open several times slower than the next ones. The native scanner and the open-and-read call are exercised too
- * (the first call of each paid for symbol binding and page faults of the addon's code). Counted in import time.
- */
-export function primeOpenPath(): void {
-  const tensors = new Map<string, Tensor>();
-  for (let i = 0; i < 48; i++) {
-    tensors.set(`model.layers.${i}.weight`, new Tensor(i % 2 ? "F16" : "BF16", [2, 2], new Uint8Array(8)));
-  }
-  const bytes = serialize(tensors, { format: "pt" });
-  const scanHeader = nativeHeaderScanner();
-  primed.length = 0;
-  for (let round = 0; round < PRIME_ROUNDS; round++) {
-    const source = new MemorySource(bytes);
-    // The JavaScript reader on two rounds (it reads headers the native one leaves to it), the native one on the others.
-    if (scanHeader && round >= 2) Object.assign(source, { scanHeader });
-    const file = SafetensorsFile.open(source);
-    for (const name of file.offsetKeys()) file.getTensor(name);
-    const views = new Map<string, Tensor>();
-    viewsOf(file.header, source, views);
-    file.close();
-    if (round === PRIME_ROUNDS - 1) primed.push(file, views);
-  }
-  const addonPath = nativeStatus().path;
-  if (loadNative() && addonPath) {
-    // The addon's own file (tens of KiB: past the bytes read at open) stands in for a checkpoint: open it both ways,
-    // read from the head, through the mapping and by pread, and close.
-    try {
-      for (const backend of ["mmap", "pread"] as const) {
-        const source = openSource(addonPath, backend, "warn");
-        try {
-          source.read(0, 8);
-          const info = { dtype: "U8", shape: Object.freeze([64]) } as const;
-          for (let at = HEAD_BYTES; at + 64 <= source.byteLength && at < HEAD_BYTES + 48 * 64; at += 64) {
-            primed.push(tensorOfInfo(info, source.read(at, 64)));
-          }
-          if (source.byteLength > HEAD_BYTES + 64) source.readOwned(HEAD_BYTES, 64);
-          if (source instanceof MmapSource) source.releaseDescriptor();
-        } finally {
-          source.close();
-          primed.push(source);
-        }
-      }
-      // loadFile's one-call path over the same file: the addon refuses it (not safetensors) after opening and reading
-      // it, which is what compiling mapViews and binding the call's system calls need (~0.2 M instructions of lazy
-      // compilation inside a first loadFile otherwise, callgrind).
-      loadMapped(addonPath, {});
-    } catch {
-      // Only a warm-up: an addon file that cannot be read again changes nothing.
-    }
-  }
-  // The public functions themselves (and the backend choice): each first call compiles it (~50 k instructions of
-  // fixed cost each, more after a GC, callgrind). An unknown backend is refused before any I/O.
-  defaultBackend();
-  for (const read of [openFile, loadFile]) {
-    try {
-      read("", { backend: "none" as Backend });
-    } catch {
-      // Expected: BackendUnavailable.
-    }
-  }
 }
