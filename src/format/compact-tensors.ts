@@ -6,7 +6,6 @@
  */
 import type { Dtype, DtypeInfo } from "./dtypes.js";
 import type { TensorInfo } from "./header.js";
-import { WIDE } from "./wide.js";
 
 /**
  * The `ndim` dimensions from `numbers[at]` on, as a new array of small integers (frozen by the caller). Numbers read
@@ -23,12 +22,12 @@ function shapeAt(numbers: Float64Array, at: number, ndim: number): number[] {
   return shape;
 }
 
-/** What `locate` answers: a class whose number fields are doubles from the start (wide.ts). */
+/** What `locate` answers (one object, reused by every call). */
 class TensorSpan {
   dtype: Dtype = "BOOL";
   shape: readonly number[] = EMPTY_SHAPE;
-  begin = WIDE;
-  byteLength = WIDE;
+  begin = 0;
+  byteLength = 0;
 }
 
 const EMPTY_SHAPE: readonly number[] = Object.freeze([]);

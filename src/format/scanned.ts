@@ -11,7 +11,6 @@
 import { CompactTensors } from "./compact-tensors.js";
 import { type DtypeInfo, dtypeInfo } from "./dtypes.js";
 import type { Header } from "./header.js";
-import { keepShape, WIDE } from "./wide.js";
 
 /** Record tags written by the scanner. */
 const TENSOR = 0;
@@ -77,8 +76,6 @@ export function headerFromScan(records: Float64Array, headerBytes: Uint8Array, f
   if (position + 8 + headerLength !== fileLength) return null;
   // The records live in a buffer the scanner reuses: keep a copy.
   const tensors = new CompactTensors(text, dtypes, starts, records.slice(), count);
-  if (!headerKept)
-    headerKept = keepShape(new ScannedHeader(WIDE, WIDE, WIDE, null, new CompactTensors("", [], [], WIDE_EMPTY)));
   return new ScannedHeader(headerLength, position, fileLength, metadata, tensors);
 }
 
@@ -95,7 +92,3 @@ class ScannedHeader implements Header {
     this.dataStart = 8 + headerLength;
   }
 }
-
-/** One header kept alive for its hidden class, its number fields doubles (wide.ts). */
-let headerKept = false;
-const WIDE_EMPTY = new Float64Array(0);

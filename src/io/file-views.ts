@@ -2,7 +2,6 @@
  * Which views are windows onto a file: memory maps register each window here, so that a save of tensors that are
  * views of a file can copy the bytes file to file (`copy_file_range`, as `cp` does) instead of from memory. Node-only.
  */
-import { keepShape, WIDE } from "../format/wide.js";
 
 /**
  * A mapped file: its path when it was opened and its identity (`fs.fstatSync`'s dev and ino of the descriptor that
@@ -24,12 +23,8 @@ class FileIdentity implements MappedFile {
 }
 
 export function mappedFile(path: string, dev: number, ino: number): MappedFile {
-  if (!fileKept) fileKept = keepShape(new FileIdentity("", WIDE, WIDE));
   return new FileIdentity(path, dev, ino);
 }
-
-/** One kept alive for its hidden class, its number fields doubles (src/format/wide.ts). */
-let fileKept = false;
 
 /** Where a window's bytes come from (a class: an object literal with a double field is copied by a runtime call). */
 class WindowOrigin {
@@ -40,8 +35,6 @@ class WindowOrigin {
 }
 
 const windows = new WeakMap<ArrayBufferLike, WindowOrigin>();
-/** One kept alive for its hidden class (src/format/wide.ts). */
-let originKept = false;
 
 /** `view` is a window of `file` whose byte 0 is byte `start` of the file. */
 export function registerWindow(view: ArrayBufferView, file: MappedFile, start: number): void {
@@ -50,7 +43,6 @@ export function registerWindow(view: ArrayBufferView, file: MappedFile, start: n
 
 /** `buffer` is a window of `file` whose byte 0 is byte `start` of the file (no view made to say so). */
 export function registerBuffer(buffer: ArrayBufferLike, file: MappedFile, start: number): void {
-  if (!originKept) originKept = keepShape(new WindowOrigin(file, WIDE));
   windows.set(buffer, new WindowOrigin(file, start));
 }
 

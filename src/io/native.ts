@@ -26,7 +26,6 @@ import { markAsUntransferable } from "node:worker_threads";
 import type { Accelerators } from "../format/accelerators.js";
 import { DTYPES, dtypeInfo } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
-import { keepShape, WIDE } from "../format/wide.js";
 import { type AddonOrigin, addonCandidates, loadFirst, runtimeRefusal, UNCOUNTED_TARGET } from "./native-load.js";
 
 /** `madvise` advice names accepted by {@link Mapping.advise}. */
@@ -371,8 +370,6 @@ export interface MappingOptions {
   populate?: boolean;
 }
 
-let mappingKept = false;
-
 /** A private (copy-on-write) memory mapping of one file: writes through views never reach the file. */
 export class Mapping {
   readonly #addon: NativeAddon;
@@ -393,8 +390,6 @@ export class Mapping {
    */
   static open(fd: number, length: number, opts?: MappingOptions): Mapping {
     const addon = requireNative();
-    // One Mapping kept alive for its hidden class (src/format/wide.ts); its handle is no mapping, it is never used.
-    if (!mappingKept) mappingKept = keepShape(new Mapping(addon, {} as NativeHandle, WIDE));
     try {
       return new Mapping(addon, addon.open(fd, length, opts?.populate === true), length);
     } catch (error) {
@@ -545,8 +540,6 @@ export function openHead(
   }
   const size = headInfo[1]!;
   const state = headInfo[4];
-  if (!openedKept)
-    openedKept = keepShape(new AddonOpenedFile(WIDE, WIDE, headScratch.subarray(0, 0), WIDE, WIDE, WIDE, undefined));
   // One view, of the bytes kept (a view of the bytes read first was a typed array more per open).
   const head = headScratch.subarray(0, keep(headScratch, got, size));
   const journalState = state === 1 ? true : state === 0 ? false : undefined;
@@ -568,9 +561,6 @@ class AddonOpenedFile implements OpenedFile {
     readonly journal: boolean | undefined,
   ) {}
 }
-
-/** Whether one OpenedFile is kept alive for its hidden class, its number fields doubles (src/format/wide.ts). */
-let openedKept = false;
 
 /**
  * Fill `target` with the file's bytes from `position` using up to `threads` threads (blocking); false without the

@@ -83,7 +83,7 @@ export function defaultBackend(): "mmap" | "pread" {
   return loadNative() ? "mmap" : "pread";
 }
 
-/** Shared, so that an open makes no options object (see src/format/wide.ts). */
+/** Shared, so that an open makes no options object. */
 const POPULATE = { populate: true } as const;
 
 /** Open `path` with `backend` and apply the interrupted-edit `policy` (the journal is looked for by the open). */
