@@ -3,7 +3,7 @@
  * `aws4fetch` when credentials are given (unsigned otherwise: public buckets). Presigned URLs need none of this:
  * they are plain https:// URLs. Used by the Node entry and the CLI, which read the AWS_* environment variables.
  */
-import { AwsClient } from "aws4fetch";
+import type { AwsClient } from "aws4fetch";
 import { SafetensorError } from "../format/errors.js";
 import type { HttpOptions } from "./http.js";
 
@@ -45,21 +45,28 @@ export function s3ObjectUrl(spec: string, options: S3Options = {}): string {
 
 type FetchFn = NonNullable<HttpOptions["fetch"]>;
 
-/** A `fetch` that signs each request (SigV4, service s3) before handing it to `inner`. */
+/**
+ * A `fetch` that signs each request (SigV4, service s3) before handing it to `inner`. aws4fetch is loaded with the
+ * first request, so that importing the package does not load it.
+ */
 export function signingFetch(options: S3Options, inner: FetchFn = globalThis.fetch): FetchFn {
   if (!options.s3AccessKeyId || !options.s3SecretAccessKey) {
     throw new SafetensorError("InvalidOption", "S3 signing needs an access key id and a secret access key");
   }
-  // No retries inside the signer: the HTTP source retries, re-signing each attempt through this function.
-  const client = new AwsClient({
+  const settings = {
     accessKeyId: options.s3AccessKeyId,
     secretAccessKey: options.s3SecretAccessKey,
     sessionToken: options.s3SessionToken,
     service: "s3",
     region: options.s3Region || "us-east-1",
+    // No retries inside the signer: the HTTP source retries, re-signing each attempt through this function.
     retries: 0,
-  });
-  return async (input, init) => inner(await client.sign(input instanceof Request ? input : input.toString(), init));
+  };
+  let client: Promise<AwsClient> | undefined;
+  return async (input, init) => {
+    client ??= import("aws4fetch").then(({ AwsClient }) => new AwsClient(settings));
+    return inner(await (await client).sign(input instanceof Request ? input : input.toString(), init));
+  };
 }
 
 /** URL and HTTP options that read `s3://BUCKET/KEY`. */
