@@ -199,6 +199,8 @@ describe("packed package (slow: npm pack + installs + tsc + esbuild)", { skip: s
       "dist/index.d.ts",
       "dist/node.js",
       "dist/node.d.ts",
+      "dist/lib/index.js",
+      "dist/lib/node.js",
       "bin/safetensors.js",
       "dist/bundle/cli.js",
     ]) {

@@ -130,7 +130,7 @@ function methodRows(results: readonly FigureResult[]): string[][] {
 }
 
 const METHOD = `- Our side runs the BUILT package as users do (\`npm run build\`, then \`import("safetensors-ts")\`, which resolves
-  to \`dist/node.js\` through the package's exports; never through tsx), in a fresh
+  to \`dist/lib/node.js\` (the bundle) through the package's exports; never through tsx), in a fresh
   \`node --expose-gc bench/out/js/bench/worker.js\` per run. The reference runs in a fresh
   \`python bench/ref_worker.py\` per run. Each times just the figure's operation (\`performance.now()\` /
   \`time.perf_counter_ns()\`) and reads RSS after minus before (\`process.memoryUsage.rss()\` / VmRSS), after a GC.
