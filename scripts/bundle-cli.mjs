@@ -7,6 +7,7 @@
  * The output stays two folders below the package root, as the addon loaders expect (prebuilds/ at `../../`).
  */
 import { build } from "esbuild";
+import { builtinsLogOverride, builtinsPlugin } from "./esbuild-builtins.mjs";
 
 const minify = !process.argv.includes("--no-minify");
 await build({
@@ -24,4 +25,6 @@ await build({
   sourcemap: "linked",
   legalComments: "none",
   logLevel: "warning",
+  logOverride: builtinsLogOverride,
+  plugins: [builtinsPlugin],
 });

@@ -47,8 +47,10 @@ function facade(id) {
   ];
   for (const name of Object.keys(module)) {
     if (!/^[A-Za-z_$][\w$]*$/.test(name) || name === "default") continue;
+    // A getter (fs.ReadStream loads node:stream, util.parseArgs its module) is read only where an import uses it:
+    // unused exports are pure and dropped from the bundle.
     const descriptor = Object.getOwnPropertyDescriptor(module, name);
-    if (!descriptor || "get" in descriptor) continue; // getters load more (fs.ReadStream: node:stream)
+    if (!descriptor) continue;
     if (lazy && typeof descriptor.value === "function") {
       // `new X(...)` works too: a constructor that returns an object gives that object.
       lines.push(
