@@ -123,18 +123,16 @@ describe("bench figure registry", () => {
     const names = FIGURES.map((f) => f.name);
     assert.equal(new Set(names).size, names.length);
     for (const f of FIGURES) for (const b of f.backends ?? BACKENDS) assert.ok(BACKENDS.includes(b), `${f.name}: ${b}`);
-    const goals = Object.fromEntries(FIGURES.filter((f) => f.goal).map((f) => [f.name, f.goal!.ratio]));
+    const goals = Object.fromEntries(
+      FIGURES.filter((f) => f.goal && !f.goal.guard).map((f) => [f.name, f.goal!.ratio]),
+    );
     assert.deepEqual(goals, {
-      open: 1,
-      open_warm: 3,
       load_views: 5,
-      touch_all: 3,
       load_all: 1.2,
       save_all: 0.77,
       save_views: 0.77,
       tensor_view_32mib: 2,
       tensor_owned_32mib: 2,
-      slice_8_rows_inprocess: 1,
       cli_inspect: 1.2,
       cli_hash: 1,
       convert_pickle: 1,
@@ -142,7 +140,10 @@ describe("bench figure registry", () => {
       cli_merge: 1,
       edit_128_rows: 1,
     });
-    for (const name of ["import", "slice_8_rows", "cli_hash"]) assert.ok(names.includes(name), name);
+    // The micro-figures are regression guards, not goals (issue 19): nothing is kept in the code only to move them.
+    const guards = Object.fromEntries(FIGURES.filter((f) => f.goal?.guard).map((f) => [f.name, f.goal!.ratio]));
+    assert.deepEqual(guards, { open: 0.25, open_warm: 3, touch_all: 1.5, slice_8_rows_inprocess: 1 });
+    for (const name of ["import", "import_core", "slice_8_rows", "cli_hash"]) assert.ok(names.includes(name), name);
   });
 });
 

@@ -2,8 +2,8 @@ import { PACKAGE_NAME } from "../spec.js";
 import { defineFigure } from "./types.js";
 
 /**
- * Import time in a fresh process: everything the library does at import (loading the addon, priming the header
- * reader) is in this window, never moved out of it.
+ * Import time in a fresh process: everything the library does at import (loading its bundle and the addon) is in
+ * this window, never moved out of it. Every user pays it, once per process: it is a goal, not a guard.
  */
 export default defineFigure<void>({
   name: "import",

@@ -9,6 +9,7 @@ import { cliMerge, cliShard } from "./cli-shard.js";
 import convertPickle from "./convert-pickle.js";
 import edit128Rows from "./edit-128-rows.js";
 import importTime from "./import.js";
+import importCore from "./import-core.js";
 import loadAll from "./load-all.js";
 import loadViews from "./load-views.js";
 import open from "./open.js";
@@ -31,6 +32,7 @@ import type { Figure } from "./types.js";
  */
 export const FIGURES: readonly Figure[] = [
   importTime,
+  importCore,
   open,
   openWarm,
   loadViews,

@@ -36,5 +36,5 @@ def run(ctx, state):
         pass
 `,
   },
-  goal: { ratio: 3 },
+  goal: { ratio: 3, guard: true },
 });

@@ -44,5 +44,6 @@ def run(ctx, state):
     return f, total
 `,
   },
-  goal: { ratio: 3 },
+  // A guard since the first open in its window compiles the open path (see open.ts).
+  goal: { ratio: 1.5, guard: true },
 });

@@ -8,7 +8,8 @@
  * - `reference`: the same operation in the reference implementation: Python source run by bench/ref_worker.py in a
  *   fresh process (defines `run(ctx, state)` and optionally `setup(ctx)` / `finish(ctx, state, value)`), or a whole
  *   process (`argv`). `referenceExtras`: more reference lines shown beside it (not used for the ratio).
- * - `goal`: the ratio reference/ours the default backend ("auto") must reach, optionally with an RSS bound.
+ * - `goal`: the ratio reference/ours the default backend ("auto") must reach, optionally with an RSS bound; with
+ *   `guard: true` a regression guard for a micro-figure (reported apart; see `Goal.guard`).
  *
  * Python helpers available to the code: `torch`, `safe_open`, `load_file`, `save_file` (imported before the timed window unless
  * `libraryInWindow`), `touch_pages(t)`, `first_and_last(t)`, and `ctx` = the JSON `context` below plus `path`, `pt`.
@@ -77,6 +78,12 @@ export interface PythonSide {
 export interface Goal {
   /** Minimum reference median / ours median on the "auto" row. */
   ratio: number;
+  /**
+   * A regression guard, not a goal: a sub-millisecond micro-figure whose ratio must not fall below `ratio`, set below
+   * what the code reaches without anything kept only to move it (no warm-up at import, no objects kept for V8's hidden
+   * classes). Code that exists only to move a guard is a defect. Users feel whole jobs: those are the goals.
+   */
+  guard?: true;
   /** Compare with this `referenceExtras` line instead of the reference (e.g. `cp` of the same bytes). */
   against?: string;
   /** Maximum RSS growth of our side, MiB. */

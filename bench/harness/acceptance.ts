@@ -16,7 +16,7 @@ export function acceptance(results: readonly FigureResult[]): Check[] {
     const goal = r.figure.goal;
     if (!goal) continue;
     const vs = goal.against === undefined ? "" : ` (${goal.against}/ours)`;
-    const name = `ratio${vs} ≥ ${Number(goal.ratio.toFixed(2))}×${goal.rssMaxMib === undefined ? "" : `, RSS growth ≤ ${goal.rssMaxMib} MiB`}`;
+    const name = `${goal.guard ? "guard: " : ""}ratio${vs} ≥ ${Number(goal.ratio.toFixed(2))}×${goal.rssMaxMib === undefined ? "" : `, RSS growth ≤ ${goal.rssMaxMib} MiB`}`;
     const ours = r.ours.auto;
     const ref = goal.against === undefined ? r.reference : r.extras[goal.against];
     const refName = goal.against ?? "reference";

@@ -56,7 +56,10 @@ function mainRows(results: readonly FigureResult[], section: Figure["section"]):
       if (!ours) continue;
       const x = ratio(r.reference, ours);
       rows.push([
-        r.figure.name + (backend === "auto" && r.figure.goal ? ` (goal ≥ ${r.figure.goal.ratio}×)` : ""),
+        r.figure.name +
+          (backend === "auto" && r.figure.goal
+            ? ` (${r.figure.goal.guard ? "guard" : "goal"} ≥ ${r.figure.goal.ratio}×)`
+            : ""),
         backend,
         cell(ours, (s) => s.medianMs, fmtMs),
         cell(ours, (s) => s.rssMedian, fmtMib),
@@ -92,7 +95,7 @@ function extraRows(results: readonly FigureResult[]): string[][] {
 
 function checkRows(checks: readonly Check[]): string[][] {
   return [
-    ["figure", "goal (default backend)", "result", "measured"],
+    ["figure", "goal or guard (default backend)", "result", "measured"],
     ...checks.map((c) => [c.figure, c.goal, `**${c.status}**`, c.detail]),
   ];
 }
@@ -112,7 +115,7 @@ function historyRows(history: readonly HistoryRun[], results: readonly FigureRes
   for (const n of names) {
     rows.push([
       n,
-      goal(n) ? `≥ ${goal(n)!.ratio}×` : "—",
+      goal(n) ? `${goal(n)!.guard ? "guard " : ""}≥ ${goal(n)!.ratio}×` : "—",
       ...runs.map((h) => {
         const row = h.figures[n];
         if (!row || row.ratio === null) return "—";
@@ -180,7 +183,16 @@ export function markdownReport(run: Run): string {
     `- Runs per side: ${options.runs} (+1 warm-up), each in a fresh process, sides interleaved`,
     "",
   );
-  md.push("## Acceptance (goals on the default backend)", "", markdownTable(checkRows(run.checks), 4), "");
+  md.push(
+    "## Acceptance (goals on the default backend)",
+    "",
+    "Goals are what users feel: whole jobs, memory peaks, throughput. A `guard` is a regression check on a",
+    "sub-millisecond micro-figure (one open, one slice in a warm process), not a goal: nothing is kept in the code",
+    "only to move one.",
+    "",
+    markdownTable(checkRows(run.checks), 4),
+    "",
+  );
   const imports = mainRows(run.results, "import");
   if (imports.length > 1) md.push("## Import time (fresh process)", "", markdownTable(imports), "");
   md.push("## Results", "", markdownTable(mainRows(run.results, "main")), "");
