@@ -6,10 +6,13 @@
  * resolution, a file read and a compile each), 194 M from this bundle; bare `node` on an empty module is ~100 M.
  * The output stays two folders below the package root, as the addon loaders expect (prebuilds/ at `../../`).
  */
+import { rmSync } from "node:fs";
 import { build } from "esbuild";
 import { builtinsLogOverride, builtinsPlugin } from "./esbuild-builtins.mjs";
 
 const minify = !process.argv.includes("--no-minify");
+// esbuild adds to its outdir: chunks of earlier builds (new hashes each time) would pile up and ship.
+rmSync("dist/bundle", { recursive: true, force: true });
 await build({
   entryPoints: { cli: "dist/cli/main.js" },
   outdir: "dist/bundle",

@@ -6,10 +6,13 @@
  * import cost; the figures are in bench/figures/import.ts. Node's builtins come through esbuild-builtins.mjs. The output stays two folders below the package root, as
  * the addon loaders expect (prebuilds/ at `../../`). Types stay the compiled ones (dist/*.d.ts).
  */
+import { rmSync } from "node:fs";
 import { build } from "esbuild";
 import { builtinsLogOverride, builtinsPlugin } from "./esbuild-builtins.mjs";
 
 const minify = !process.argv.includes("--no-minify");
+// esbuild adds to its outdir: chunks of earlier builds (new hashes each time) would pile up and ship.
+rmSync("dist/lib", { recursive: true, force: true });
 await build({
   entryPoints: { node: "dist/node.js", index: "dist/index.js" },
   outdir: "dist/lib",
