@@ -8,11 +8,11 @@ import { PACKAGE_NAME } from "../spec.js";
  * entry point Node resolves (an unknown option would be ignored silently at run time, so the call cannot tell).
  */
 export function loadFileHasPopulate(): boolean {
-  const entry = fileURLToPath(import.meta.resolve(PACKAGE_NAME));
-  // The entry re-exports the file API from read/node-files (since the CLI imports that module without the entry).
-  return [".d.ts", "-files.d.ts"].some((suffix) => {
+  const root = new URL(".", import.meta.resolve(`${PACKAGE_NAME}/package.json`));
+  // The entry re-exports the file API from read/node-files (the CLI imports that module without the entry).
+  return ["dist/node.d.ts", "dist/read/node-files.d.ts"].some((file) => {
     try {
-      return /\bpopulate\?\s*:/.test(fs.readFileSync(entry.replace(/\.js$/, suffix), "utf8"));
+      return /\bpopulate\?\s*:/.test(fs.readFileSync(fileURLToPath(new URL(file, root)), "utf8"));
     } catch {
       return false;
     }
