@@ -31,6 +31,11 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   { name: "merge", summary: "a sharded checkpoint into one file (byte copies)", load: () => import("./merge.js") },
   {
+    name: "merge-models",
+    summary: "merge models as a mergekit YAML config says, streamed",
+    load: () => import("./merge-models.js"),
+  },
+  {
     name: "extract",
     summary: "copy the named or matching tensors into a new file",
     load: () => import("./extract.js"),

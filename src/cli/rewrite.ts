@@ -172,14 +172,14 @@ export function rewriteEach(
 }
 
 /** A one-line progress bar on standard error: only on a terminal, only once the work has taken a second. */
-class ProgressBar {
+export class ProgressBar {
   readonly #enabled = process.stderr.isTTY === true;
   readonly #started = performance.now();
   #done = 0;
   #drawnAt = 0;
   #drawn = false;
 
-  constructor(readonly total: number) {}
+  constructor(public total: number) {}
 
   advance(bytes: number): void {
     this.#done += bytes;

@@ -76,7 +76,14 @@ export type SafetensorErrorCode =
   | "InvalidPickle"
   | "PickleLimit"
   | "UnsafePickle"
-  | "UnsupportedPickle";
+  | "UnsupportedPickle"
+  // Merges and LoRA bakes (src/merge): a config that is wrong, one that asks for what is not supported (refused by
+  // name before anything is read), inputs that do not fit together, an adapter that is malformed or unsupported.
+  | "InvalidMergeConfig"
+  | "UnsupportedMergeConfig"
+  | "MergeMismatch"
+  | "InvalidAdapter"
+  | "UnsupportedAdapter";
 
 /** The one error type of the library: match on `code` (stable), never on `message`. */
 export class SafetensorError extends Error {

@@ -27,7 +27,7 @@ import {
   type ShardLocation,
   type ShardPlan,
 } from "./index.js";
-import { beginStagedSave, checkpointStamp, rollForward } from "./save-commit.js";
+import { beginStagedSave, checkpointStamp, rollForward, type StagedSave } from "./save-commit.js";
 import { ShardedView } from "./view.js";
 
 /** Options of `openSharded`: those of `openFile` for every shard, plus the index's size limit. */
@@ -316,6 +316,8 @@ export interface CommitOptions extends AtomicWriteOptions, FormatIndexOptions {
   indexMetadata?: readonly (readonly [string, JsonValue])[];
   /** Remove files of an earlier save that match the pattern and were not written now (default true). */
   removeStale?: boolean;
+  /** Other files of the checkpoint (config.json, tokenizer files): staged and committed with the shards. */
+  sideFiles?: readonly (readonly [string, Uint8Array])[];
 }
 
 /** The index's name for a shard file pattern, as huggingface_hub names it. */
@@ -335,8 +337,45 @@ export function commitCheckpoint(
   options: CommitOptions,
   writeShard: (target: string, tensors: readonly string[], name: string) => void,
 ): string[] {
-  const indexMetadata = options.indexMetadata ?? [];
-  for (const [key] of indexMetadata) {
+  const commit = openCommit(dir, options);
+  try {
+    const written = plan.shards.map((shard) =>
+      commit.save.stage(shard.file, (staged) => writeShard(staged, shard.tensors, shard.file)),
+    );
+    return finishCommit(dir, plan, options, commit, written);
+  } finally {
+    commit.save.abort();
+  }
+}
+
+/** `commitCheckpoint` with shards written asynchronously, one after the other. */
+export async function commitCheckpointAsync(
+  dir: string,
+  plan: ShardPlan,
+  options: CommitOptions,
+  writeShard: (target: string, tensors: readonly string[], name: string) => Promise<void>,
+): Promise<string[]> {
+  const commit = openCommit(dir, options);
+  try {
+    const written: string[] = [];
+    for (const shard of plan.shards) {
+      written.push(await commit.save.stageAsync(shard.file, (staged) => writeShard(staged, shard.tensors, shard.file)));
+    }
+    return finishCommit(dir, plan, options, commit, written);
+  } finally {
+    commit.save.abort();
+  }
+}
+
+interface OpenCommit {
+  save: StagedSave;
+  pattern: string;
+  indexName: string;
+}
+
+/** Create the directory and begin its staged save (save-commit.ts). */
+function openCommit(dir: string, options: CommitOptions): OpenCommit {
+  for (const [key] of options.indexMetadata ?? []) {
     if (key === "total_size") throw new SafetensorError("InvalidMetadata", "`total_size` is computed, not given");
   }
   try {
@@ -358,24 +397,27 @@ export function commitCheckpoint(
   const pattern = options.filenamePattern ?? DEFAULT_FILENAME_PATTERN;
   const indexName = options.indexName ?? indexNameOf(pattern);
   // Every file is staged, then one commit record switches the directory from the old set to the new (save-commit.ts).
-  const save = beginStagedSave(dir, indexName, options);
-  const written: string[] = [];
-  try {
-    for (const shard of plan.shards) {
-      written.push(save.stage(shard.file, (staged) => writeShard(staged, shard.tensors, shard.file)));
-    }
-    if (plan.isSharded) {
-      const metadata = new Map<string, JsonValue>([["total_size", plan.totalSize], ...indexMetadata]);
-      const text = new TextEncoder().encode(formatIndex(metadata, plan.weightMap, options));
-      written.push(
-        save.stage(indexName, (staged) => writeFileAtomic(staged, (fd) => writeAllAt(fd, text, 0), options)),
-      );
-    }
-    const stale = (options.removeStale ?? true) ? staleFiles(dir, pattern, plan, indexName) : [];
-    save.commit(stale.map((file) => path.basename(file)));
-  } finally {
-    save.abort();
+  return { save: beginStagedSave(dir, indexName, options), pattern, indexName };
+}
+
+/** Stage the index (when sharded), then commit: the directory switches to the new files at once. */
+function finishCommit(
+  dir: string,
+  plan: ShardPlan,
+  options: CommitOptions,
+  { save, pattern, indexName }: OpenCommit,
+  written: string[],
+): string[] {
+  for (const [name, bytes] of options.sideFiles ?? []) {
+    written.push(save.stage(name, (staged) => writeFileAtomic(staged, (fd) => writeAllAt(fd, bytes, 0), options)));
   }
+  if (plan.isSharded) {
+    const metadata = new Map<string, JsonValue>([["total_size", plan.totalSize], ...(options.indexMetadata ?? [])]);
+    const text = new TextEncoder().encode(formatIndex(metadata, plan.weightMap, options));
+    written.push(save.stage(indexName, (staged) => writeFileAtomic(staged, (fd) => writeAllAt(fd, text, 0), options)));
+  }
+  const stale = (options.removeStale ?? true) ? staleFiles(dir, pattern, plan, indexName) : [];
+  save.commit(stale.map((file) => path.basename(file)));
   return written;
 }
 

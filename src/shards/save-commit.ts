@@ -164,6 +164,8 @@ function removeStaleStages(dir: string): void {
 export interface StagedSave {
   /** Write one file under a staging name (the callback writes `staged` atomically); returns its final path. */
   stage(name: string, write: (staged: string) => void): string;
+  /** `stage` for a file written asynchronously (a merge reading remote inputs). */
+  stageAsync(name: string, write: (staged: string) => Promise<void>): Promise<string>;
   /** Commit: record, renames, removals. `remove` are files of the earlier save (plain names in the directory). */
   commit(remove: readonly string[]): void;
   /** Remove every staged file; the directory is left as it was. Idempotent; a no-op after `commit()`. */
@@ -191,6 +193,17 @@ export function beginStagedSave(dir: string, indexName: string, options: { fsync
       const staged = stagePath(dir, name);
       try {
         write(staged);
+      } catch (error) {
+        abort();
+        throw error;
+      }
+      renames.push([path.basename(staged), name]);
+      return path.join(dir, name);
+    },
+    async stageAsync(name, write) {
+      const staged = stagePath(dir, name);
+      try {
+        await write(staged);
       } catch (error) {
         abort();
         throw error;

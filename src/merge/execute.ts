@@ -1,0 +1,297 @@
+/**
+ * Running planned merge jobs over any reader and sink: element-wise methods stream each tensor in chunks (memory:
+ * a chunk per input), the others read whole tensors (memory: a float32 copy per input of the largest tensor). Inputs
+ * are decoded to float32, rounded to the compute dtype (mergekit's `.to(dtype)` on load), merged, and encoded to the
+ * output dtype with torch's rounding. Pure: the reader and sink are whatever the caller has (files, HTTP, memory).
+ */
+import { fromFloat32, toFloat32 } from "../codecs/index.js";
+import { dtypeOf } from "../format/dtypes.js";
+import { SafetensorError } from "../format/errors.js";
+import { throwIfAborted } from "../io/async-source.js";
+import {
+  combineKernel,
+  dellaSparsify,
+  l1Norm,
+  l1Rescale,
+  linearKernel,
+  magnitudeSparsify,
+  modelStockKernel,
+  nuslerpKernel,
+  outlierSparsify,
+  passthroughKernel,
+  randomSparsify,
+  slerpKernel,
+  streamKey,
+  subtractBase,
+} from "./kernels.js";
+import type { TensorJob } from "./plan.js";
+import { type Round, roundAll, rounder } from "./round.js";
+
+/** Reads a tensor's raw stored bytes: [byteOffset, byteOffset + byteLength) of tensor `name` of `model`. */
+export interface MergeReader {
+  read(model: string, name: string, byteOffset: number, byteLength: number, signal?: AbortSignal): Promise<Uint8Array>;
+}
+
+/** Takes an output tensor's bytes at a byte offset inside it. */
+export interface MergeSink {
+  write(name: string, bytes: Uint8Array, byteOffset: number): void | Promise<void>;
+}
+
+export interface ExecuteOptions {
+  /** Elements per chunk of an element-wise merge (default 1 Mi: 4 MiB of float32 per input). */
+  chunkElements?: number;
+  /** Seed of DARE's and DELLA's random drops (default 0): the same seed gives the same bytes. */
+  seed?: number;
+  signal?: AbortSignal;
+  /** Told bytes read from inputs and written to the output as they go. */
+  onBytes?: (read: number, written: number) => void;
+}
+
+export const DEFAULT_CHUNK_ELEMENTS = 1 << 20;
+
+const CONSENSUS = new Set(["ties", "dare_ties", "breadcrumbs_ties", "della"]);
+
+export function elementCount(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+/** Bytes per element of a dtype the merge reads or writes. */
+export function elementBytes(dtype: string): number {
+  return dtypeOf(dtype as Parameters<typeof dtypeOf>[0]).bits / 8;
+}
+
+/** Can this job run chunk by chunk (no whole-tensor statistic)? */
+export function isElementWise(job: TensorJob): boolean {
+  switch (job.method) {
+    case "linear":
+    case "task_arithmetic":
+    case "passthrough":
+      return true;
+    case "slerp":
+    case "nuslerp":
+    case "model_stock":
+      return job.inputs.length === 1;
+    default:
+      // The sparsifying methods keep every entry at density 1: only the combination is left.
+      return job.inputs.every((input, i) => i === job.base || (input.params.get("density") ?? 1) >= 1);
+  }
+}
+
+/** Is the output the one input's bytes unchanged (a passthrough of a tensor already in the output dtype)? */
+export function isCopy(job: TensorJob): boolean {
+  if (job.inputs.length !== 1) return false;
+  const input = job.inputs[0]!;
+  if (job.method === "passthrough" && input.params.get("scale") !== undefined) return false;
+  return input.dtype === job.computeDtype && job.computeDtype === job.outDtype;
+}
+
+/** Decode `count` elements of an input to float32 in `out`, rounded to the compute dtype. */
+function decodeInto(bytes: Uint8Array, dtype: string, count: number, out: Float32Array, job: TensorJob): void {
+  toFloat32(dtype as Parameters<typeof toFloat32>[0], bytes, { count, out });
+  if (dtype !== job.computeDtype) roundAll(out, count, job.computeDtype);
+}
+
+/** Run one job: read its inputs, merge, write the output tensor `job.name` through `sink`. */
+export async function executeJob(
+  job: TensorJob,
+  reader: MergeReader,
+  sink: MergeSink,
+  options: ExecuteOptions = {},
+): Promise<void> {
+  const count = elementCount(job.shape);
+  const outBytes = elementBytes(job.outDtype);
+  const signal = options.signal;
+  const report = options.onBytes ?? (() => {});
+  if (isCopy(job)) {
+    const input = job.inputs[0]!;
+    const piece = (options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS) * outBytes * 4;
+    for (let at = 0; at < count * outBytes; at += piece) {
+      throwIfAborted(signal);
+      const bytes = await reader.read(input.model, input.name, at, Math.min(piece, count * outBytes - at), signal);
+      await sink.write(job.name, bytes, at);
+      report(bytes.length, bytes.length);
+    }
+    return;
+  }
+  const chunk = isElementWise(job) ? Math.max(1, options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS) : count;
+  const xs = job.inputs.map(() => new Float32Array(Math.min(chunk, count)));
+  const out = new Float32Array(Math.min(chunk, count));
+  for (let first = 0; first < count || (count === 0 && first === 0); first += chunk) {
+    throwIfAborted(signal);
+    const n = Math.min(chunk, count - first);
+    await Promise.all(
+      job.inputs.map(async (input, i) => {
+        const bpe = elementBytes(input.dtype);
+        // Whole tensors are read in pieces of a chunk, so a read never asks for more than 64 MiB at once.
+        const step = Math.min(n, DEFAULT_CHUNK_ELEMENTS * 16);
+        for (let done = 0; done < n; done += step) {
+          const m = Math.min(step, n - done);
+          const bytes = await reader.read(input.model, input.name, (first + done) * bpe, m * bpe, signal);
+          decodeInto(bytes, input.dtype, m, xs[i]!.subarray(done, done + m), job);
+          report(bytes.length, 0);
+        }
+      }),
+    );
+    const views = xs.map((x) => x.subarray(0, n));
+    mergeValues(job, views, out.subarray(0, n), options.seed ?? 0);
+    for (let done = 0; done < n; done += DEFAULT_CHUNK_ELEMENTS) {
+      const m = Math.min(DEFAULT_CHUNK_ELEMENTS, n - done);
+      const encoded = encodeValues(out.subarray(done, done + m), job.outDtype);
+      await sink.write(job.name, encoded, (first + done) * outBytes);
+      report(0, encoded.length);
+    }
+    if (count === 0) break;
+  }
+}
+
+function encodeValues(values: Float32Array, dtype: string): Uint8Array {
+  if (dtype === "F32") return new Uint8Array(values.buffer, values.byteOffset, values.byteLength).slice();
+  return fromFloat32(dtype as "F16" | "BF16", values);
+}
+
+/**
+ * The method on float32 values in the compute dtype: `xs` (one array per input, changed in place) → `out`: a chunk
+ * of an element-wise job, the whole tensor otherwise. Random drops are keyed by element index in the whole tensor.
+ */
+export function mergeValues(job: TensorJob, xs: Float32Array[], out: Float32Array, seed: number): void {
+  const round = rounder(job.computeDtype);
+  const count = out.length;
+  const weight = (i: number) => round(job.inputs[i]!.params.get("weight") ?? 0);
+  switch (job.method) {
+    case "linear":
+      linearKernel(
+        xs,
+        xs.map((_, i) => weight(i)),
+        (job.params.get("normalize") ?? 1) !== 0,
+        round,
+        out,
+        count,
+      );
+      return;
+    case "passthrough":
+      if (xs.length !== 1) mismatchInputs(job, "passthrough takes exactly one model per tensor");
+      passthroughKernel(xs[0]!, job.inputs[0]!.params.get("scale"), round, out, count);
+      return;
+    case "slerp":
+      slerpJob(job, xs, out, round);
+      return;
+    case "nuslerp":
+      nuslerpJob(job, xs, out, round);
+      return;
+    case "model_stock":
+      modelStockJob(job, xs, out, round);
+      return;
+    default:
+      taskArithmeticJob(job, xs, out, round, seed);
+  }
+}
+
+function mismatchInputs(job: TensorJob, message: string): never {
+  throw new SafetensorError("MergeMismatch", `${job.name}: ${message}`, { tensor: job.name });
+}
+
+function taskArithmeticJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round, seed: number): void {
+  const count = out.length;
+  const base = xs[job.base]!;
+  const others = job.inputs.map((_, i) => i).filter((i) => i !== job.base);
+  if (others.length === 0) {
+    out.set(base);
+    return;
+  }
+  const deltas = others.map((i) => xs[i]!);
+  subtractBase(deltas, base, round, count);
+  const rescale = (job.params.get("rescale") ?? 0) !== 0;
+  if (!isElementWise(job)) {
+    // DELLA ranks along dim 1 (a 1-D tensor is one row).
+    const cols = job.shape.length >= 2 ? job.shape[1]! * elementCount(job.shape.slice(2)) : count;
+    others.forEach((i, k) => {
+      const params = job.inputs[i]!.params;
+      const density = params.get("density") ?? 1;
+      const delta = deltas[k]!;
+      if (density >= 1) return;
+      const before = rescale ? l1Norm(delta) : 0;
+      const stream = streamKey(`${job.name}\u0000${i}`);
+      switch (job.method) {
+        case "ties":
+          magnitudeSparsify(delta, density);
+          break;
+        case "breadcrumbs":
+        case "breadcrumbs_ties":
+          outlierSparsify(delta, density, params.get("gamma") ?? 0.01);
+          break;
+        case "dare_linear":
+        case "dare_ties":
+          randomSparsify(delta, density, seed, stream);
+          break;
+        case "della":
+        case "della_linear":
+          dellaSparsify(delta, cols, density, params.get("epsilon") ?? 0.15, seed, stream);
+          break;
+      }
+      if (rescale) l1Rescale(delta, before, round);
+    });
+  }
+  combineKernel(
+    base,
+    deltas,
+    others.map((i) => round(job.inputs[i]!.params.get("weight") ?? 0)),
+    {
+      consensus: CONSENSUS.has(job.method),
+      normalize: (job.params.get("normalize") ?? 0) !== 0,
+      lambda: job.params.get("lambda") ?? 1,
+    },
+    round,
+    out,
+    count,
+  );
+}
+
+function slerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round): void {
+  if (xs.length === 1) {
+    out.set(xs[0]!);
+    return;
+  }
+  if (xs.length !== 2) mismatchInputs(job, "slerp takes exactly two models");
+  const other = job.base === 0 ? 1 : 0;
+  slerpKernel(job.params.get("t")!, xs[job.base]!, xs[other]!, out);
+  // numpy computes in float32; the result is cast back to the compute dtype.
+  if (round !== Math.fround) roundAll(out, out.length, job.computeDtype);
+}
+
+function nuslerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round): void {
+  if (xs.length === 1) {
+    out.set(xs[0]!);
+    return;
+  }
+  const others = job.inputs.map((_, i) => i).filter((i) => i !== job.base);
+  if (others.length !== 2) mismatchInputs(job, "nuslerp takes exactly two models (plus an optional base model)");
+  const w = others.map((i) => job.inputs[i]!.params.get("weight") ?? 0);
+  const total = w[0]! + w[1]!;
+  const t = Math.abs(total) < 1e-6 ? 0.5 : w[1]! / total;
+  const flatten = (job.params.get("nuslerp_flatten") ?? 1) !== 0;
+  const rowWise = (job.params.get("nuslerp_row_wise") ?? 0) !== 0;
+  const [a, b] = others.map((i) => xs[i]!) as [Float32Array, Float32Array];
+  if (job.base < 0) {
+    nuslerpKernel(t, a, b, job.shape, flatten, rowWise, round, out);
+    return;
+  }
+  const base = xs[job.base]!;
+  subtractBase([a, b], base, round, out.length);
+  nuslerpKernel(t, a, b, job.shape, flatten, rowWise, round, out);
+  for (let i = 0; i < out.length; i++) out[i] = round(base[i]! + out[i]!);
+}
+
+function modelStockJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round): void {
+  if (xs.length === 1) {
+    out.set(xs[0]!);
+    return;
+  }
+  if (xs.length < 3) mismatchInputs(job, "model_stock needs a base model and at least two others");
+  const ws = job.inputs
+    .map((_, i) => i)
+    .filter((i) => i !== job.base)
+    .map((i) => xs[i]!);
+  const filterWise = (job.params.get("filter_wise") ?? 0) !== 0;
+  const rowLength = filterWise ? (job.shape.at(-1) ?? out.length) : out.length;
+  modelStockKernel(xs[job.base]!, ws, rowLength, round, out);
+}

@@ -1,0 +1,206 @@
+/**
+ * `mergeModels` (Node): mergekit's YAML (or the same as an object) → a sharded checkpoint in `outDir`, streamed. The
+ * config is checked before any model is opened; models are opened by their headers; each output tensor is computed
+ * from ranged reads of its inputs and written through the streaming writer into staged shards, which one commit puts
+ * in place with the index, config.json and tokenizer files (old directory or new, never a mix: `shards/save-commit`).
+ */
+import * as path from "node:path";
+import { parse as parseYaml } from "yaml";
+import { SafetensorError } from "../format/errors.js";
+import type { NodeOpenOptions } from "../io/node-async.js";
+import { createWriter } from "../io/stream-writer.js";
+import { planShards } from "../shards/index.js";
+import { commitCheckpointAsync } from "../shards/node.js";
+import { type MergeConfig, type MergeDtype, parseMergeConfig } from "./config.js";
+import { elementBytes, elementCount, executeJob, type MergeReader } from "./execute.js";
+import { type ModelSource, openModel } from "./node-source.js";
+import { type MergePlan, planMerge } from "./plan.js";
+
+export interface MergeProgress {
+  tensorsDone: number;
+  tensorsTotal: number;
+  bytesRead: number;
+  bytesWritten: number;
+  /** Bytes of the output's tensors. */
+  bytesTotal: number;
+}
+
+export interface MergeModelsOptions extends NodeOpenOptions {
+  /** Local model paths in the config are relative to this directory (default: the current one, as mergekit). */
+  modelsDir?: string;
+  /** Largest shard (bytes or "5GB"; default 5GB, as huggingface_hub and mergekit). */
+  maxShardSize?: number | string;
+  /** Seed of DARE's and DELLA's random drops (default 0). */
+  seed?: number;
+  /** Elements per chunk of element-wise methods (default 1 Mi). */
+  chunkElements?: number;
+  /** Copy the base's (or first model's) tokenizer files even without `tokenizer_source` (default true, as mergekit). */
+  copyTokenizer?: boolean;
+  fsync?: boolean;
+  onProgress?: (progress: MergeProgress) => void;
+}
+
+export interface MergeSummary {
+  method: string;
+  /** Files written into the output directory. */
+  files: string[];
+  tensors: number;
+  /** Tensor bytes read from the models. */
+  bytesRead: number;
+  /** Tensor bytes written. */
+  bytesWritten: number;
+  models: { location: string; tensorsRead: number }[];
+}
+
+/** Tokenizer files copied from the template model when present (what `save_pretrained` of a tokenizer writes). */
+export const TOKENIZER_FILES = [
+  "tokenizer.json",
+  "tokenizer_config.json",
+  "special_tokens_map.json",
+  "tokenizer.model",
+  "vocab.json",
+  "merges.txt",
+  "added_tokens.json",
+  "chat_template.jinja",
+];
+
+const TORCH_DTYPE: Record<MergeDtype, string> = { F32: "float32", F16: "float16", BF16: "bfloat16" };
+
+/** Parse mergekit's YAML (refused by name when it asks for what is not supported). Nothing is read. */
+export function parseMergeYaml(text: string): MergeConfig {
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text, { maxAliasCount: 100 });
+  } catch (error) {
+    throw new SafetensorError("InvalidMergeConfig", `the config is not valid YAML: ${(error as Error).message}`);
+  }
+  return parseMergeConfig(parsed);
+}
+
+/** Merge models as mergekit's config says, into the checkpoint directory `outDir`. */
+export async function mergeModels(
+  config: string | MergeConfig | Record<string, unknown>,
+  outDir: string,
+  options: MergeModelsOptions = {},
+): Promise<MergeSummary> {
+  const checked =
+    typeof config === "string"
+      ? parseMergeYaml(config)
+      : "slices" in config && "form" in config
+        ? (config as MergeConfig)
+        : parseMergeConfig(config);
+  const sources = new Map<string, ModelSource>();
+  try {
+    for (const model of checked.models) {
+      const remote = /^[a-z][a-z0-9+.-]*:\/\//i.test(model);
+      const location = remote || options.modelsDir === undefined ? model : path.resolve(options.modelsDir, model);
+      sources.set(model, await openModel(location, options));
+    }
+    const plan = planMerge(checked, new Map([...sources].map(([name, source]) => [name, source.catalog])));
+    return await writeMerge(checked, plan, sources, outDir, options);
+  } finally {
+    await Promise.all([...sources.values()].map((s) => s.close().catch(() => {})));
+  }
+}
+
+async function writeMerge(
+  config: MergeConfig,
+  plan: MergePlan,
+  sources: ReadonlyMap<string, ModelSource>,
+  outDir: string,
+  options: MergeModelsOptions,
+): Promise<MergeSummary> {
+  const jobs = new Map(plan.jobs.map((job) => [job.name, job]));
+  if (jobs.size !== plan.jobs.length) {
+    throw new SafetensorError("MergeMismatch", "two output tensors get the same name (overlapping slices?)");
+  }
+  const sizeOf = (name: string) => {
+    const job = jobs.get(name)!;
+    return elementCount(job.shape) * elementBytes(job.outDtype);
+  };
+  const shardPlan = planShards(
+    plan.jobs.map((job) => ({ name: job.name, size: sizeOf(job.name) })),
+    { maxShardSize: options.maxShardSize },
+  );
+  const template = sources.get(plan.templateModel)!;
+  const sideFiles: [string, Uint8Array][] = [];
+  if (template.config !== null) {
+    const out = { ...template.config };
+    if (typeof out.num_hidden_layers === "number") out.num_hidden_layers = plan.numLayers;
+    const dtype = config.outDtype ?? config.dtype;
+    if (dtype !== null) {
+      out.torch_dtype = TORCH_DTYPE[dtype];
+      if ("dtype" in out) out.dtype = TORCH_DTYPE[dtype];
+    }
+    sideFiles.push(["config.json", new TextEncoder().encode(`${JSON.stringify(out, null, 2)}\n`)]);
+  }
+  if (config.tokenizerSource === "base" || (options.copyTokenizer ?? true)) {
+    for (const name of TOKENIZER_FILES) {
+      const bytes = await template.readSideFile(name);
+      if (bytes !== null) sideFiles.push([name, bytes]);
+    }
+  }
+  const tensorsRead = new Map<string, number>();
+  const reader: MergeReader = {
+    read(model, name, byteOffset, byteLength, signal) {
+      return sources.get(model)!.read(name, byteOffset, byteLength, signal);
+    },
+  };
+  const progress: MergeProgress = {
+    tensorsDone: 0,
+    tensorsTotal: plan.jobs.length,
+    bytesRead: 0,
+    bytesWritten: 0,
+    bytesTotal: shardPlan.totalSize,
+  };
+  const files = await commitCheckpointAsync(
+    outDir,
+    shardPlan,
+    { fsync: options.fsync, sideFiles, removeStale: true },
+    async (target, names) => {
+      const writer = createWriter(
+        target,
+        names.map((name) => {
+          const job = jobs.get(name)!;
+          return [name, { dtype: job.outDtype, shape: job.shape }] as const;
+        }),
+        { format: "pt" },
+        { fsync: options.fsync },
+      );
+      try {
+        for (const name of names) {
+          const job = jobs.get(name)!;
+          await executeJob(
+            job,
+            reader,
+            { write: (tensor, bytes, offset) => writer.write(tensor, bytes, offset) },
+            {
+              chunkElements: options.chunkElements,
+              seed: options.seed,
+              signal: options.signal,
+              onBytes(read, written) {
+                progress.bytesRead += read;
+                progress.bytesWritten += written;
+                options.onProgress?.(progress);
+              },
+            },
+          );
+          for (const input of job.inputs) tensorsRead.set(input.model, (tensorsRead.get(input.model) ?? 0) + 1);
+          progress.tensorsDone++;
+          options.onProgress?.(progress);
+        }
+        writer.commit();
+      } finally {
+        writer.abort();
+      }
+    },
+  );
+  return {
+    method: config.method,
+    files,
+    tensors: plan.jobs.length,
+    bytesRead: progress.bytesRead,
+    bytesWritten: progress.bytesWritten,
+    models: config.models.map((location) => ({ location, tensorsRead: tensorsRead.get(location) ?? 0 })),
+  };
+}

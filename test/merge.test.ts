@@ -1,0 +1,209 @@
+/**
+ * Merges against mergekit: every config in test/fixtures/merge/configs run through `mergeModels`, each output tensor
+ * compared with mergekit's (scripts/gen_merge_fixtures.py made the models, ran mergekit and kept its outputs).
+ * Deterministic methods: identical bits, or within 2 units of float32 at the tensor's scale where mergekit's
+ * scalars (norms, angles) come from numpy/torch reductions summed in another order. DARE and DELLA: the keep rate and the rescale, statistically.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+import { toFloat32 } from "../src/codecs/index.js";
+import { evaluateSetting } from "../src/merge/config.js";
+import { mergeModels, parseMergeYaml } from "../src/merge/node-merge.js";
+import { loadFile } from "../src/node-files.js";
+import { openSharded } from "../src/shards/node.js";
+import type { Tensor } from "../src/tensor.js";
+import { repoRoot } from "./helpers/corpus.js";
+import { cli } from "./helpers/run-cli.js";
+
+const FIXTURES = path.join(repoRoot, "test/fixtures/merge");
+
+/** How each config's output is compared: "exact" bits, "ulps" (N units of the output dtype), or "stats". */
+const MODES: Record<string, { mode: "exact" } | { mode: "ulps"; ulps: number } | { mode: "stats" }> = {
+  linear_f32: { mode: "exact" },
+  linear_bf16: { mode: "exact" },
+  task_arithmetic: { mode: "exact" },
+  ties: { mode: "exact" },
+  ties_bf16: { mode: "exact" },
+  breadcrumbs: { mode: "exact" },
+  breadcrumbs_ties: { mode: "exact" },
+  dare_linear: { mode: "stats" },
+  dare_ties: { mode: "stats" },
+  della: { mode: "stats" },
+  slerp: { mode: "ulps", ulps: 2 },
+  nuslerp: { mode: "ulps", ulps: 2 },
+  nuslerp_rows: { mode: "ulps", ulps: 4 },
+  model_stock: { mode: "ulps", ulps: 2 },
+  passthrough_stack: { mode: "exact" },
+  slices_linear: { mode: "exact" },
+};
+
+function floats(tensor: Tensor): Float32Array {
+  return toFloat32(tensor.dtype, tensor.data, { count: tensor.numel });
+}
+
+/** One unit in the last place of `dtype` at magnitude `x`. */
+function ulp(x: number, dtype: string): number {
+  const mantissa = dtype === "F32" ? 23 : dtype === "BF16" ? 7 : 10;
+  return 2 ** (Math.floor(Math.log2(Math.max(Math.abs(x), 2 ** -126))) - mantissa);
+}
+
+function readOutput(dir: string): Map<string, Tensor> {
+  const checkpoint = openSharded(dir);
+  try {
+    return new Map(checkpoint.keys().map((name) => [name, checkpoint.getTensor(name, { memory: "owned" })]));
+  } finally {
+    checkpoint.close();
+  }
+}
+
+async function runFixture(name: string, options: { seed?: number } = {}): Promise<string> {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), `merge-${name}-`));
+  const config = parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", `${name}.yml`), "utf8"));
+  await mergeModels(config, out, { modelsDir: FIXTURES, ...options });
+  return out;
+}
+
+for (const [name, rule] of Object.entries(MODES)) {
+  test(`merge-models ${name} equals mergekit (${rule.mode})`, async () => {
+    const out = await runFixture(name);
+    try {
+      const ours = readOutput(out);
+      const expected = loadFile(path.join(FIXTURES, "expected", name, "model.safetensors"));
+      assert.deepEqual([...ours.keys()].sort(), [...expected.keys()].sort(), "tensor names");
+      const config = JSON.parse(fs.readFileSync(path.join(out, "config.json"), "utf8"));
+      const expectedConfig = JSON.parse(fs.readFileSync(path.join(FIXTURES, "expected", name, "config.json"), "utf8"));
+      assert.equal(config.num_hidden_layers, expectedConfig.num_hidden_layers, "num_hidden_layers");
+      if (rule.mode === "stats") return compareStats(name, ours, expected);
+      for (const [tensorName, want] of expected) {
+        const got = ours.get(tensorName)!;
+        assert.equal(got.dtype, want.dtype, `${tensorName} dtype`);
+        assert.deepEqual(got.shape, want.shape, `${tensorName} shape`);
+        if (rule.mode === "exact") {
+          if (!Buffer.from(got.data).equals(Buffer.from(want.data))) {
+            const a = floats(got);
+            const b = floats(want);
+            const i = a.findIndex((v, k) => !Object.is(v, b[k]));
+            assert.fail(`${tensorName}: element ${i} is ${a[i]}, mergekit's is ${b[i]}`);
+          }
+          continue;
+        }
+        // mergekit's norms and dot products come from numpy's / torch's reductions, summed in an order of their
+        // own: a scalar one float32 ulp off moves results where terms cancel, so the bound is in units at the
+        // tensor's largest magnitude.
+        const a = floats(got);
+        const b = floats(want);
+        const unit = ulp(
+          b.reduce((m, v) => Math.max(m, Math.abs(v)), 0),
+          want.dtype,
+        );
+        for (let i = 0; i < a.length; i++) {
+          const d = Math.abs(a[i]! - b[i]!) / unit;
+          if (!(d <= rule.ulps)) assert.fail(`${tensorName}[${i}]: ${a[i]} vs mergekit's ${b[i]} (${d} units)`);
+        }
+      }
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  });
+}
+
+/**
+ * DARE / DELLA: over the whole model, the share of entries whose merged delta from the base is non-zero, and the
+ * merged deltas' L1 norm, as mergekit's (different random drops, same distribution).
+ */
+function compareStats(name: string, ours: Map<string, Tensor>, expected: Map<string, Tensor>): void {
+  const base = loadFile(path.join(FIXTURES, "models", "base", "model.safetensors"));
+  const summary = (tensors: Map<string, Tensor>) => {
+    let changed = 0;
+    let total = 0;
+    let l1 = 0;
+    for (const [tensorName, tensor] of tensors) {
+      const values = floats(tensor);
+      const b = floats(base.get(tensorName)!);
+      for (let i = 0; i < values.length; i++) {
+        const d = values[i]! - b[i]!;
+        if (d !== 0) changed++;
+        l1 += Math.abs(d);
+        total++;
+      }
+    }
+    return { keep: changed / total, l1 };
+  };
+  const a = summary(ours);
+  const b = summary(expected);
+  assert.ok(Math.abs(a.keep - b.keep) < 0.03, `${name}: ${a.keep} of entries changed, mergekit ${b.keep}`);
+  assert.ok(Math.abs(a.l1 / b.l1 - 1) < 0.08, `${name}: L1 of the merged deltas ${a.l1}, mergekit ${b.l1}`);
+}
+
+test("DARE's drops are seeded: the same seed gives the same bytes, another seed others", async () => {
+  const first = await runFixture("dare_ties", { seed: 7 });
+  const second = await runFixture("dare_ties", { seed: 7 });
+  const third = await runFixture("dare_ties", { seed: 8 });
+  try {
+    const bytes = (dir: string) => fs.readFileSync(path.join(dir, "model.safetensors"));
+    assert.ok(bytes(first).equals(bytes(second)));
+    assert.ok(!bytes(first).equals(bytes(third)));
+  } finally {
+    for (const dir of [first, second, third]) fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a config asking for what is not supported is refused by name before any model is opened", async () => {
+  const refused = async (yaml: string, code: string, pattern: RegExp) => {
+    await assert.rejects(mergeModels(yaml, "/nonexistent/out", { modelsDir: "/nonexistent" }), (error: unknown) => {
+      assert.equal((error as { code?: string }).code, code);
+      assert.match((error as Error).message, pattern);
+      return true;
+    });
+  };
+  const models = "models:\n  - model: a\n    parameters: {weight: 1}\n";
+  await refused(`merge_method: karcher\n${models}`, "UnsupportedMergeConfig", /merge_method `karcher`/);
+  await refused(`merge_method: linear\nchat_template: x\n${models}`, "UnsupportedMergeConfig", /`chat_template`/);
+  await refused(`merge_method: linear\nfoo: 1\n${models}`, "UnsupportedMergeConfig", /key `foo`/);
+  await refused(`merge_method: linear\nparameters: {density: 0.5}\n${models}`, "UnsupportedMergeConfig", /`density`/);
+  await refused(`merge_method: linear\ndtype: int8\n${models}`, "UnsupportedMergeConfig", /dtype `int8`/);
+  await refused(`merge_method: linear\ntokenizer_source: union\n${models}`, "UnsupportedMergeConfig", /union/);
+  await refused(`merge_method: linear\nmodels:\n  - model: a+lora\n`, "UnsupportedMergeConfig", /model\+LoRA/);
+  await refused(`merge_method: linear\n`, "InvalidMergeConfig", /`models` and `slices`/);
+  await refused(`merge_method: [linear\n`, "InvalidMergeConfig", /not valid YAML/);
+});
+
+test("gradients interpolate across a slice's layers and filters pick by name, as mergekit's evaluate_setting", () => {
+  const setting = [
+    { filter: "self_attn", value: [0, 0.5, 1] },
+    { filter: null, value: 0.25 },
+  ];
+  assert.equal(evaluateSetting("model.layers.3.self_attn.q_proj.weight", setting, 0.25), 0.25);
+  assert.equal(evaluateSetting("model.layers.3.self_attn.q_proj.weight", setting, 0.75), 0.75);
+  assert.equal(evaluateSetting("model.layers.3.mlp.up_proj.weight", setting, 0.75), 0.25);
+  assert.equal(evaluateSetting("x", [0.2, 0.8], 1), 0.8);
+  assert.equal(evaluateSetting("x", [{ filter: "mlp", value: 1 }], 0), undefined);
+});
+
+test("merge-models on the command line: --json says what was read and written; the output loads as a checkpoint", async () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), "merge-cli-"));
+  try {
+    const config = path.join(out, "config.yml");
+    fs.writeFileSync(
+      config,
+      fs
+        .readFileSync(path.join(FIXTURES, "configs", "task_arithmetic.yml"), "utf8")
+        .replaceAll("models/", `${FIXTURES}/models/`),
+    );
+    const result = await cli("merge-models", config, path.join(out, "merged"), "--json");
+    assert.equal(result.code, 0, result.stderr);
+    const summary = JSON.parse(result.stdout);
+    assert.equal(summary.method, "task_arithmetic");
+    assert.equal(summary.tensors, 39);
+    assert.ok(summary.bytesRead > 0 && summary.bytesWritten > 0);
+    const files = fs.readdirSync(path.join(out, "merged")).sort();
+    assert.deepEqual(files, ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+    const refused = await cli("merge-models", path.join(out, "missing.yml"), path.join(out, "x"));
+    assert.notEqual(refused.code, 0);
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});
