@@ -35,6 +35,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: "merge models as a mergekit YAML config says, streamed",
     load: () => import("./merge-models.js"),
   },
+  { name: "lora", summary: "bake PEFT LoRA adapters into their base model, streamed", load: () => import("./lora.js") },
   {
     name: "extract",
     summary: "copy the named or matching tensors into a new file",

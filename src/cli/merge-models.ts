@@ -5,7 +5,7 @@ import { MERGE_METHODS } from "../merge/config.js";
 import { mergeModels, parseMergeYaml } from "../merge/node-merge.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
-import { ProgressBar } from "./rewrite.js";
+import { runWithProgress } from "./rewrite.js";
 
 export const command = defineCommand({
   usage: "merge-models CONFIG.yml OUTDIR [--seed N] [--max-shard-size SIZE] [--no-copy-tokenizer] [--json]",
@@ -45,29 +45,14 @@ before any model is opened. DARE and DELLA drop entries with a seeded generator:
       throw new SafetensorError("IoError", `cannot read ${configPath}: ${(error as Error).message}`);
     }
     const config = parseMergeYaml(text);
-    const started = performance.now();
-    const bar = new ProgressBar(0);
-    let last = 0;
-    try {
-      const summary = await mergeModels(config, outDir, {
+    return runWithProgress(io, values.json, (onProgress) =>
+      mergeModels(config, outDir, {
         seed,
         maxShardSize: values["max-shard-size"],
         copyTokenizer: !values["no-copy-tokenizer"],
         fsync: values.fsync,
-        onProgress(progress) {
-          bar.total = progress.bytesTotal;
-          bar.advance(progress.bytesWritten - last);
-          last = progress.bytesWritten;
-        },
-      });
-      bar.finish();
-      if (values.json) {
-        const seconds = Math.round(performance.now() - started) / 1000;
-        io.stdout(`${JSON.stringify({ ...summary, seconds })}\n`);
-      }
-    } finally {
-      bar.finish();
-    }
-    return 0;
+        onProgress,
+      }),
+    );
   },
 });

@@ -171,8 +171,37 @@ export function rewriteEach(
   return { files, bytes, tensors };
 }
 
+/**
+ * Run a long job that reports bytes written out of a total: the progress bar while it runs, and with `json` its
+ * summary plus `seconds` on standard output when it is done.
+ */
+export async function runWithProgress<S extends object>(
+  io: Io,
+  json: boolean | undefined,
+  job: (onProgress: (progress: { bytesWritten: number; bytesTotal: number }) => void) => Promise<S>,
+): Promise<number> {
+  const started = performance.now();
+  const bar = new ProgressBar(0);
+  let last = 0;
+  try {
+    const summary = await job((progress) => {
+      bar.total = progress.bytesTotal;
+      bar.advance(progress.bytesWritten - last);
+      last = progress.bytesWritten;
+    });
+    bar.finish();
+    if (json) {
+      const seconds = Math.round(performance.now() - started) / 1000;
+      io.stdout(`${JSON.stringify({ ...summary, seconds })}\n`);
+    }
+  } finally {
+    bar.finish();
+  }
+  return 0;
+}
+
 /** A one-line progress bar on standard error: only on a terminal, only once the work has taken a second. */
-export class ProgressBar {
+class ProgressBar {
   readonly #enabled = process.stderr.isTTY === true;
   readonly #started = performance.now();
   #done = 0;

@@ -8,11 +8,9 @@ import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { SafetensorError } from "../format/errors.js";
 import type { NodeOpenOptions } from "../io/node-async.js";
-import { createWriter } from "../io/stream-writer.js";
-import { planShards } from "../shards/index.js";
-import { commitCheckpointAsync } from "../shards/node.js";
-import { type MergeConfig, type MergeDtype, parseMergeConfig } from "./config.js";
-import { elementBytes, elementCount, executeJob, type MergeReader } from "./execute.js";
+import { type MergeConfig, parseMergeConfig } from "./config.js";
+import { executeJob, type MergeReader } from "./execute.js";
+import { outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { type ModelSource, openModel } from "./node-source.js";
 import { type MergePlan, planMerge } from "./plan.js";
 
@@ -51,20 +49,6 @@ export interface MergeSummary {
   bytesWritten: number;
   models: { location: string; tensorsRead: number }[];
 }
-
-/** Tokenizer files copied from the template model when present (what `save_pretrained` of a tokenizer writes). */
-export const TOKENIZER_FILES = [
-  "tokenizer.json",
-  "tokenizer_config.json",
-  "special_tokens_map.json",
-  "tokenizer.model",
-  "vocab.json",
-  "merges.txt",
-  "added_tokens.json",
-  "chat_template.jinja",
-];
-
-const TORCH_DTYPE: Record<MergeDtype, string> = { F32: "float32", F16: "float16", BF16: "bfloat16" };
 
 /** Parse mergekit's YAML (refused by name when it asks for what is not supported). Nothing is read. */
 export function parseMergeYaml(text: string): MergeConfig {
@@ -114,32 +98,14 @@ async function writeMerge(
   if (jobs.size !== plan.jobs.length) {
     throw new SafetensorError("MergeMismatch", "two output tensors get the same name (overlapping slices?)");
   }
-  const sizeOf = (name: string) => {
-    const job = jobs.get(name)!;
-    return elementCount(job.shape) * elementBytes(job.outDtype);
-  };
-  const shardPlan = planShards(
-    plan.jobs.map((job) => ({ name: job.name, size: sizeOf(job.name) })),
-    { maxShardSize: options.maxShardSize },
+  const outputs = plan.jobs.map((job) => ({ name: job.name, dtype: job.outDtype, shape: job.shape }));
+  const copyTokenizer = config.tokenizerSource === "base" || (options.copyTokenizer ?? true);
+  const sideFiles = await sideFilesOf(
+    sources.get(plan.templateModel)!,
+    config.outDtype ?? config.dtype,
+    { num_hidden_layers: plan.numLayers },
+    copyTokenizer ? TOKENIZER_FILES : [],
   );
-  const template = sources.get(plan.templateModel)!;
-  const sideFiles: [string, Uint8Array][] = [];
-  if (template.config !== null) {
-    const out = { ...template.config };
-    if (typeof out.num_hidden_layers === "number") out.num_hidden_layers = plan.numLayers;
-    const dtype = config.outDtype ?? config.dtype;
-    if (dtype !== null) {
-      out.torch_dtype = TORCH_DTYPE[dtype];
-      if ("dtype" in out) out.dtype = TORCH_DTYPE[dtype];
-    }
-    sideFiles.push(["config.json", new TextEncoder().encode(`${JSON.stringify(out, null, 2)}\n`)]);
-  }
-  if (config.tokenizerSource === "base" || (options.copyTokenizer ?? true)) {
-    for (const name of TOKENIZER_FILES) {
-      const bytes = await template.readSideFile(name);
-      if (bytes !== null) sideFiles.push([name, bytes]);
-    }
-  }
   const tensorsRead = new Map<string, number>();
   const reader: MergeReader = {
     read(model, name, byteOffset, byteLength, signal) {
@@ -151,50 +117,29 @@ async function writeMerge(
     tensorsTotal: plan.jobs.length,
     bytesRead: 0,
     bytesWritten: 0,
-    bytesTotal: shardPlan.totalSize,
+    bytesTotal: outputBytes(outputs),
   };
-  const files = await commitCheckpointAsync(
-    outDir,
-    shardPlan,
-    { fsync: options.fsync, sideFiles, removeStale: true },
-    async (target, names) => {
-      const writer = createWriter(
-        target,
-        names.map((name) => {
-          const job = jobs.get(name)!;
-          return [name, { dtype: job.outDtype, shape: job.shape }] as const;
-        }),
-        { format: "pt" },
-        { fsync: options.fsync },
-      );
-      try {
-        for (const name of names) {
-          const job = jobs.get(name)!;
-          await executeJob(
-            job,
-            reader,
-            { write: (tensor, bytes, offset) => writer.write(tensor, bytes, offset) },
-            {
-              chunkElements: options.chunkElements,
-              seed: options.seed,
-              signal: options.signal,
-              onBytes(read, written) {
-                progress.bytesRead += read;
-                progress.bytesWritten += written;
-                options.onProgress?.(progress);
-              },
-            },
-          );
-          for (const input of job.inputs) tensorsRead.set(input.model, (tensorsRead.get(input.model) ?? 0) + 1);
-          progress.tensorsDone++;
+  const files = await writeCheckpoint(outDir, outputs, sideFiles, options, async (tensor, write) => {
+    const job = jobs.get(tensor.name)!;
+    await executeJob(
+      job,
+      reader,
+      { write: (_name, bytes, offset) => write(bytes, offset) },
+      {
+        chunkElements: options.chunkElements,
+        seed: options.seed,
+        signal: options.signal,
+        onBytes(read, written) {
+          progress.bytesRead += read;
+          progress.bytesWritten += written;
           options.onProgress?.(progress);
-        }
-        writer.commit();
-      } finally {
-        writer.abort();
-      }
-    },
-  );
+        },
+      },
+    );
+    for (const input of job.inputs) tensorsRead.set(input.model, (tensorsRead.get(input.model) ?? 0) + 1);
+    progress.tensorsDone++;
+    options.onProgress?.(progress);
+  });
   return {
     method: config.method,
     files,

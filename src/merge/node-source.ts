@@ -75,6 +75,19 @@ function joinLocation(dir: string, name: string, remote: boolean): string {
   return remote ? `${dir.replace(/\/+$/, "")}/${name}` : path.join(dir, name);
 }
 
+/** The path or URL of file `name` in the (local or remote) directory `dir`. */
+export function fileIn(dir: string, name: string): string {
+  return joinLocation(dir, name, isRemote(dir));
+}
+
+/** A small file in a local or remote directory, or null when it has none. */
+export function readSideFileAt(dir: string, name: string, options: NodeOpenOptions = {}): Promise<Uint8Array | null> {
+  const file = fileIn(dir, name);
+  return isRemote(dir)
+    ? readRemote(file, options, DEFAULT_MAX_SIDE_FILE_BYTES)
+    : Promise.resolve(readLocal(file, DEFAULT_MAX_SIDE_FILE_BYTES));
+}
+
 /** Where a model's weights are: its directory, and the index or single file in it. */
 async function locate(
   location: string,

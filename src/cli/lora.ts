@@ -1,0 +1,60 @@
+/** `safetensors lora merge`: PEFT LoRA adapters baked into their base model, streamed. */
+import { bakeLora } from "../merge/node-lora.js";
+import { UsageError } from "./args.js";
+import { defineCommand } from "./command.js";
+import { runWithProgress } from "./rewrite.js";
+
+const DTYPES = { f32: "F32", f16: "F16", bf16: "BF16" } as const;
+
+export const command = defineCommand({
+  usage: "lora merge BASE ADAPTER... OUTDIR [--weights W,...] [--dtype f32|f16|bf16] [--json]",
+  description: `Apply PEFT LoRA adapters (a directory with adapter_config.json and adapter_model.safetensors, local or
+hf://, https://, s3://) to their base model and write the result as a checkpoint directory, as PEFT's
+merge_and_unload() followed by save_pretrained() does: W + (B @ A) * alpha / r in float32 (alpha / sqrt(r) with
+use_rslora; r and alpha from rank_pattern / alpha_pattern where a key matches), rounded once to the weight's dtype;
+fan_in_fan_out (Conv1D) and embedding adapters; DoRA's magnitude vectors (each row of W + dW scaled to its
+magnitude); modules_to_save (the adapter's copy replaces the base's). Several adapters are merged one after the
+other, each update times its --weights entry (default 1).
+
+The base is read by ranges and written in blocks of rows: memory is the adapters plus a few blocks whatever the
+model's size. OUTDIR gets the shards, their index, the base's config.json, generation_config.json and tokenizer
+files, committed at once (killed at any point, OUTDIR holds its old files or the new ones). An adapter of another
+PEFT type, or with an option that is not applied here (lora_bias, layer_replication, ...), is refused by name
+(error[UnsupportedAdapter]).`,
+  options: {
+    weights: { type: "string", value: "W,...", help: "a weight per adapter, multiplying its update (default 1 each)" },
+    dtype: {
+      type: "string",
+      value: "DTYPE",
+      help: "f32, f16 or bf16 for the output's float tensors (default: as stored)",
+    },
+    "max-shard-size": { type: "string", value: "SIZE", help: 'largest shard, bytes or "5GB" (default 5GB)' },
+    json: { type: "boolean", help: "print a summary (files, tensors updated and replaced, bytes, seconds) as JSON" },
+    fsync: { type: "boolean", help: "fsync each file and the directory before reporting success" },
+  },
+  async run({ values, positionals }, { io }) {
+    const [action, ...rest] = positionals;
+    if (action !== "merge") throw new UsageError("lora takes an action: merge");
+    if (rest.length < 3) throw new UsageError("lora merge takes BASE, one or more ADAPTER and OUTDIR");
+    const base = rest[0]!;
+    const outDir = rest.at(-1)!;
+    const adapters = rest.slice(1, -1);
+    const weights = values.weights === undefined ? adapters.map(() => 1) : values.weights.split(",").map(Number);
+    if (weights.length !== adapters.length || weights.some((w) => !Number.isFinite(w))) {
+      throw new UsageError(`--weights needs ${adapters.length} number(s), one per adapter`);
+    }
+    let dtype: "F32" | "F16" | "BF16" | undefined;
+    if (values.dtype !== undefined) {
+      dtype = DTYPES[values.dtype.toLowerCase() as keyof typeof DTYPES];
+      if (dtype === undefined) throw new UsageError("--dtype must be f32, f16 or bf16");
+    }
+    return runWithProgress(io, values.json, (onProgress) =>
+      bakeLora(
+        base,
+        adapters.map((location, i) => ({ location, weight: weights[i]! })),
+        outDir,
+        { dtype, maxShardSize: values["max-shard-size"], fsync: values.fsync, onProgress },
+      ),
+    );
+  },
+});

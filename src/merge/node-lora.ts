@@ -1,0 +1,220 @@
+/**
+ * `bakeLora` (Node): PEFT LoRA adapters applied to their base model, streamed into a new checkpoint. Adapters are
+ * small and read whole; the base is read by ranges, row blocks of each updated weight at a time (DoRA's norms are per
+ * row), so memory stays at the adapters plus a few blocks whatever the model's size. Tensors no adapter touches are
+ * copied as they are.
+ */
+import { fromFloat32, toFloat32 } from "../codecs/index.js";
+import type { Dtype } from "../format/dtypes.js";
+import { SafetensorError } from "../format/errors.js";
+import { throwIfAborted } from "../io/async-source.js";
+import { type NodeOpenOptions, openAsync } from "../io/node-async.js";
+import { elementBytes, elementCount } from "./execute.js";
+import {
+  type AdapterInput,
+  addLowRank,
+  type LoraTensorPlan,
+  lowRankFactors,
+  parseAdapterConfig,
+  planLora,
+} from "./lora.js";
+import { type OutputTensorSpec, outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
+import { fileIn, type ModelSource, openModel, readSideFileAt } from "./node-source.js";
+import { roundAll, rounder } from "./round.js";
+
+export interface AdapterSpec {
+  /** A directory (local or remote) with adapter_config.json and adapter_model.safetensors. */
+  location: string;
+  /** Multiplies the adapter's update (default 1). */
+  weight?: number;
+}
+
+export interface BakeProgress {
+  tensorsDone: number;
+  tensorsTotal: number;
+  bytesWritten: number;
+  bytesTotal: number;
+}
+
+export interface BakeLoraOptions extends NodeOpenOptions {
+  /** The output's float dtype (default: each tensor's own, as `save_pretrained` of a model loaded as stored). */
+  dtype?: "F32" | "F16" | "BF16";
+  maxShardSize?: number | string;
+  fsync?: boolean;
+  /** Elements per block of rows (default 1 Mi). */
+  chunkElements?: number;
+  onProgress?: (progress: BakeProgress) => void;
+}
+
+export interface BakeSummary {
+  files: string[];
+  tensors: number;
+  /** Base tensors changed by an update, and replaced by an adapter's copy. */
+  updated: number;
+  replaced: number;
+  bytesRead: number;
+  bytesWritten: number;
+}
+
+interface OpenAdapter {
+  input: AdapterInput;
+  tensors: Map<string, Float32Array>;
+}
+
+async function openAdapter(spec: AdapterSpec, options: NodeOpenOptions): Promise<OpenAdapter> {
+  const file = await openAsync(fileIn(spec.location, "adapter_model.safetensors"), options).catch((error: unknown) => {
+    throw new SafetensorError(
+      "InvalidAdapter",
+      `${spec.location}: cannot open adapter_model.safetensors (${(error as Error).message})`,
+      {
+        cause: error,
+      },
+    );
+  });
+  try {
+    const configFile = await readSideFileAt(spec.location, "adapter_config.json", options);
+    if (configFile === null) throw new SafetensorError("InvalidAdapter", `${spec.location} has no adapter_config.json`);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(configFile));
+    } catch (error) {
+      throw new SafetensorError("InvalidAdapter", `adapter_config.json is not JSON: ${(error as Error).message}`);
+    }
+    const config = parseAdapterConfig(parsed);
+    const loaded = await file.getTensors(undefined, { signal: options.signal });
+    const tensors = new Map<string, Float32Array>();
+    const catalog = new Map<string, { dtype: Dtype; shape: readonly number[] }>();
+    for (const [name, tensor] of loaded) {
+      catalog.set(name, { dtype: tensor.dtype, shape: tensor.shape });
+      tensors.set(name, toFloat32(tensor.dtype, tensor.data, { count: tensor.numel }).slice());
+    }
+    return { input: { config, tensors: catalog, weight: spec.weight ?? 1 }, tensors };
+  } finally {
+    await file.close();
+  }
+}
+
+/** Apply PEFT LoRA adapters to `base`, writing the baked model into the checkpoint directory `outDir`. */
+export async function bakeLora(
+  base: string,
+  adapters: readonly (string | AdapterSpec)[],
+  outDir: string,
+  options: BakeLoraOptions = {},
+): Promise<BakeSummary> {
+  if (adapters.length === 0) throw new SafetensorError("InvalidOption", "no adapter to bake");
+  const specs = adapters.map((a) => (typeof a === "string" ? { location: a } : a));
+  const opened = [];
+  for (const spec of specs) opened.push(await openAdapter(spec, options));
+  const model = await openModel(base, options);
+  try {
+    const plan = planLora(
+      model.catalog.tensors,
+      opened.map((a) => a.input),
+    );
+    return await writeBake(model, plan, opened, outDir, options);
+  } finally {
+    await model.close();
+  }
+}
+
+async function writeBake(
+  model: ModelSource,
+  plan: readonly LoraTensorPlan[],
+  adapters: readonly OpenAdapter[],
+  outDir: string,
+  options: BakeLoraOptions,
+): Promise<BakeSummary> {
+  const isFloat = (dtype: Dtype) => dtype === "F32" || dtype === "F16" || dtype === "BF16";
+  const outDtype = (t: LoraTensorPlan): Dtype =>
+    options.dtype !== undefined && isFloat(t.dtype) ? options.dtype : t.dtype;
+  for (const t of plan) {
+    if ((t.updates.length > 0 || t.replacement !== null) && !isFloat(t.dtype)) {
+      throw new SafetensorError(
+        "UnsupportedDtype",
+        `${t.name} is ${t.dtype}: LoRA bakes take F32, F16 and BF16 weights`,
+      );
+    }
+  }
+  const outputs: OutputTensorSpec[] = plan.map((t) => ({ name: t.name, dtype: outDtype(t), shape: t.shape }));
+  const sideFiles = await sideFilesOf(model, options.dtype ?? null, {}, ["generation_config.json", ...TOKENIZER_FILES]);
+  const byName = new Map(plan.map((t) => [t.name, t]));
+  const progress: BakeProgress = {
+    tensorsDone: 0,
+    tensorsTotal: plan.length,
+    bytesWritten: 0,
+    bytesTotal: outputBytes(outputs),
+  };
+  let bytesRead = 0;
+  const chunkElements = options.chunkElements ?? 1 << 20;
+  const files = await writeCheckpoint(outDir, outputs, sideFiles, options, async (tensor, write) => {
+    const t = byName.get(tensor.name)!;
+    const count = elementCount(t.shape);
+    const inBytes = elementBytes(t.dtype);
+    const emit = (bytes: Uint8Array, offset: number) => {
+      write(bytes, offset);
+      progress.bytesWritten += bytes.length;
+      options.onProgress?.(progress);
+    };
+    const replacement = t.replacement === null ? null : adapters[t.replacement[0]]!.tensors.get(t.replacement[1])!;
+    if (replacement !== null && t.updates.length === 0) {
+      emit(encode(replacement, tensor.dtype), 0);
+    } else if (t.updates.length === 0 && tensor.dtype === t.dtype) {
+      const piece = chunkElements * 4;
+      for (let at = 0; at < count * inBytes; at += piece) {
+        throwIfAborted(options.signal);
+        const bytes = await model.read(t.name, at, Math.min(piece, count * inBytes - at), options.signal);
+        bytesRead += bytes.length;
+        emit(bytes, at);
+      }
+    } else {
+      const cols = t.shape.length >= 2 ? elementCount(t.shape.slice(1)) : count;
+      const rows = count / cols;
+      const factors = t.updates.map((u) => {
+        const a = adapters[u.adapter]!.tensors;
+        const magnitude = u.magnitude === null ? null : a.get(u.magnitude)!;
+        // PEFT rounds an embedding's update to the weight's dtype before adding it (measured: bit-equal that way).
+        const round = u.embedding && t.dtype !== "F32" ? rounder(t.dtype as "F16" | "BF16") : Math.fround;
+        return lowRankFactors(u, a.get(u.a)!, a.get(u.b)!, magnitude, round);
+      });
+      const blockRows = Math.max(1, Math.floor(chunkElements / cols));
+      const values = new Float32Array(Math.min(blockRows, rows) * cols);
+      const acc = new Float64Array(cols);
+      const outBytes = elementBytes(tensor.dtype);
+      for (let first = 0; first < rows; first += blockRows) {
+        throwIfAborted(options.signal);
+        const n = Math.min(blockRows, rows - first);
+        const block = values.subarray(0, n * cols);
+        if (replacement !== null) {
+          // The adapter's copy of the weight, loaded into the model's dtype, is what the updates apply to.
+          block.set(replacement.subarray(first * cols, (first + n) * cols));
+          if (t.dtype !== "F32") roundAll(block, n * cols, t.dtype as "F16" | "BF16");
+        } else {
+          const bytes = await model.read(t.name, first * cols * inBytes, n * cols * inBytes, options.signal);
+          bytesRead += bytes.length;
+          toFloat32(t.dtype, bytes, { count: n * cols, out: block });
+        }
+        factors.forEach((f, i) => {
+          addLowRank(block, first, n, cols, f, acc);
+          // PEFT merges adapters one after the other into the weight, which is stored in its dtype in between.
+          if (i < factors.length - 1 && t.dtype !== "F32") roundAll(block, n * cols, t.dtype as "F16" | "BF16");
+        });
+        emit(encode(block, tensor.dtype), first * cols * outBytes);
+      }
+    }
+    progress.tensorsDone++;
+    options.onProgress?.(progress);
+  });
+  return {
+    files,
+    tensors: plan.length,
+    updated: plan.filter((t) => t.updates.length > 0).length,
+    replaced: plan.filter((t) => t.replacement !== null).length,
+    bytesRead,
+    bytesWritten: progress.bytesWritten,
+  };
+}
+
+function encode(values: Float32Array, dtype: Dtype): Uint8Array {
+  if (dtype === "F32") return new Uint8Array(values.buffer, values.byteOffset, values.byteLength).slice();
+  return fromFloat32(dtype as "F16" | "BF16", values);
+}

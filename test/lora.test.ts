@@ -1,0 +1,102 @@
+/**
+ * LoRA bakes against PEFT: each case of test/fixtures/lora/expected/cases.json (scripts/gen_lora_fixtures.py ran
+ * PEFT's merge_and_unload() + save_pretrained() on seeded adapters) baked by `bakeLora` and compared tensor by
+ * tensor: within one unit in the last place of the tensor's dtype (both compute in float32 and round once; PEFT's
+ * B @ A runs through BLAS, which sums the rank in an order of its own).
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+import { toFloat32 } from "../src/codecs/index.js";
+import { bakeLora } from "../src/merge/node-lora.js";
+import { loadFile } from "../src/node-files.js";
+import { openSharded } from "../src/shards/node.js";
+import { repoRoot } from "./helpers/corpus.js";
+import { cli } from "./helpers/run-cli.js";
+
+const FIXTURES = path.join(repoRoot, "test/fixtures/lora");
+const cases = JSON.parse(fs.readFileSync(path.join(FIXTURES, "expected", "cases.json"), "utf8")) as Record<
+  string,
+  { base: string; adapters: string[]; weights: number[] }
+>;
+
+function ulp(x: number, dtype: string): number {
+  const mantissa = dtype === "F32" ? 23 : dtype === "BF16" ? 7 : 10;
+  return 2 ** (Math.floor(Math.log2(Math.max(Math.abs(x), 2 ** -126))) - mantissa);
+}
+
+for (const [name, spec] of Object.entries(cases)) {
+  test(`lora merge ${name} equals PEFT's merge_and_unload`, async () => {
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), `lora-${name}-`));
+    try {
+      const summary = await bakeLora(
+        path.join(FIXTURES, spec.base),
+        spec.adapters.map((adapter, i) => ({
+          location: path.join(FIXTURES, "adapters", adapter),
+          weight: spec.weights[i],
+        })),
+        out,
+      );
+      assert.ok(summary.updated > 0);
+      const expected = loadFile(path.join(FIXTURES, "expected", `${name}.safetensors`));
+      const ours = openSharded(out);
+      try {
+        for (const [tensorName, want] of expected) {
+          const got = ours.getTensor(tensorName);
+          assert.equal(got.dtype, want.dtype, tensorName);
+          assert.deepEqual(got.shape, want.shape, tensorName);
+          const a = toFloat32(got.dtype, got.data, { count: got.numel });
+          const b = toFloat32(want.dtype, want.data, { count: want.numel });
+          // float32 results: units at the tensor's largest magnitude (terms of B @ A cancel); 16-bit: at the value.
+          const scale = b.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+          for (let i = 0; i < a.length; i++) {
+            const unit = want.dtype === "F32" ? 4 * ulp(scale, "F32") : ulp(b[i]!, want.dtype);
+            if (!(Math.abs(a[i]! - b[i]!) <= unit)) {
+              assert.fail(`${tensorName}[${i}]: ${a[i]} vs PEFT's ${b[i]}`);
+            }
+          }
+        }
+      } finally {
+        ours.close();
+      }
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  });
+}
+
+test("lora merge on the command line, and adapters refused by name", async () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), "lora-cli-"));
+  try {
+    const base = path.join(FIXTURES, cases.lora!.base);
+    const result = await cli(
+      "lora",
+      "merge",
+      base,
+      path.join(FIXTURES, "adapters", "lora"),
+      path.join(out, "m"),
+      "--json",
+    );
+    assert.equal(result.code, 0, result.stderr);
+    const summary = JSON.parse(result.stdout);
+    assert.equal(summary.updated, 28);
+    assert.ok(fs.existsSync(path.join(out, "m", "config.json")));
+    const bad = path.join(out, "bad");
+    fs.mkdirSync(bad);
+    fs.copyFileSync(
+      path.join(FIXTURES, "adapters", "lora", "adapter_model.safetensors"),
+      path.join(bad, "adapter_model.safetensors"),
+    );
+    const config = JSON.parse(fs.readFileSync(path.join(FIXTURES, "adapters", "lora", "adapter_config.json"), "utf8"));
+    fs.writeFileSync(path.join(bad, "adapter_config.json"), JSON.stringify({ ...config, lora_bias: true }));
+    const refused = await cli("lora", "merge", base, bad, path.join(out, "n"));
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /UnsupportedAdapter/);
+    assert.match(refused.stderr, /lora_bias/);
+    assert.ok(!fs.existsSync(path.join(out, "n")));
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});
