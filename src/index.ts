@@ -190,6 +190,10 @@ export {
   type SlicePlan,
   slice,
 } from "./slice/index.js";
+export { MERGE_METHODS, type MergeConfig, type MergeMethod, parseMergeConfig } from "./merge/config.js";
+export { type ExecuteOptions, executeJob, type MergeReader, type MergeSink } from "./merge/execute.js";
+export { type AdapterConfig, parseAdapterConfig, planLora } from "./merge/lora.js";
+export { type MergePlan, type ModelCatalog, planMerge, type TensorJob } from "./merge/plan.js";
 
 declare global {
   // `SafetensorsFile` is Disposable (`using file = openFile(...)`). Declaring the well-known symbol here, the way

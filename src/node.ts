@@ -103,6 +103,20 @@ export {
   type SaveFileOptions,
   saveFile,
 } from "./read/node-files.js";
+export {
+  type MergeModelsOptions,
+  type MergeProgress,
+  type MergeSummary,
+  mergeModels,
+  parseMergeYaml,
+} from "./merge/node-merge.js";
+export {
+  type AdapterSpec,
+  type BakeLoraOptions,
+  type BakeProgress,
+  type BakeSummary,
+  bakeLora,
+} from "./merge/node-lora.js";
 export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,

@@ -9,6 +9,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { isDeepStrictEqual } from "node:util";
 import { toFloat32 } from "../src/codecs/index.js";
 import { evaluateSetting } from "../src/merge/config.js";
 import { mergeModels, parseMergeYaml } from "../src/merge/node-merge.js";
@@ -16,6 +18,7 @@ import { loadFile } from "../src/node-files.js";
 import { openSharded } from "../src/shards/node.js";
 import type { Tensor } from "../src/tensor.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { killAtWrite } from "./helpers/kill-child.js";
 import { cli } from "./helpers/run-cli.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/merge");
@@ -203,6 +206,72 @@ test("merge-models on the command line: --json says what was read and written; t
     assert.deepEqual(files, ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
     const refused = await cli("merge-models", path.join(out, "missing.yml"), path.join(out, "x"));
     assert.notEqual(refused.code, 0);
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});
+
+const KILL_CHILD = process.env.MERGE_KILL_CHILD;
+if (KILL_CHILD) {
+  // Child of the SIGKILL test: merge ties into the directory, printing a byte and pausing at each progress step.
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  await mergeModels(parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")), KILL_CHILD, {
+    modelsDir: FIXTURES,
+    onProgress() {
+      fs.writeSync(1, ".");
+      Atomics.wait(pause, 0, 0, 20);
+    },
+  });
+  process.exit(0);
+}
+
+test("a merge killed at any point leaves the old checkpoint or the new one, never a mix", async () => {
+  const tensorsOf = (dir: string) => {
+    const all = readOutput(dir);
+    return new Map([...all].map(([name, t]) => [name, Buffer.from(t.data).toString("base64")]));
+  };
+  const expectedOf = (name: string) =>
+    new Map(
+      [...loadFile(path.join(FIXTURES, "expected", name, "model.safetensors"))].map(([n, t]) => [
+        n,
+        Buffer.from(t.data).toString("base64"),
+      ]),
+    );
+  const oldTensors = expectedOf("linear_f32");
+  const newTensors = expectedOf("ties");
+  const seen = new Set<string>();
+  for (const killAt of [1, 7, 30, 80, 140, 100000]) {
+    const out = await runFixture("linear_f32");
+    try {
+      const signal = await killAtWrite(fileURLToPath(import.meta.url), { MERGE_KILL_CHILD: out }, killAt);
+      const now = tensorsOf(out);
+      const state = isDeepStrictEqual(now, oldTensors) ? "old" : isDeepStrictEqual(now, newTensors) ? "new" : "mix";
+      assert.notEqual(state, "mix", `killed after ${killAt} steps (${signal}): the directory mixes two merges`);
+      seen.add(state);
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  }
+  assert.deepEqual([...seen].sort(), ["new", "old"], "the kills landed both before and after the commit");
+});
+
+test("a merge stops at an aborted signal and leaves the output directory as it was", async () => {
+  const out = await runFixture("linear_f32");
+  try {
+    const before = fs.readdirSync(out).sort();
+    const controller = new AbortController();
+    let steps = 0;
+    await assert.rejects(
+      mergeModels(parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")), out, {
+        modelsDir: FIXTURES,
+        signal: controller.signal,
+        onProgress() {
+          if (++steps === 10) controller.abort();
+        },
+      }),
+      (error: Error) => error.name === "AbortError",
+    );
+    assert.deepEqual(fs.readdirSync(out).sort(), before);
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }
