@@ -11,10 +11,10 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { checkpointSpec, HIDDEN, INTERMEDIATE, LAYERS, VOCAB } from "../bench/spec.js";
 import { fromFloat32 } from "../src/codecs/index.js";
 import { createWriter } from "../src/io/stream-writer.js";
 import { uniform } from "../src/merge/kernels.js";
-import { checkpointSpec, HIDDEN, INTERMEDIATE, LAYERS, VOCAB } from "../bench/spec.js";
 
 const dir = path.resolve(process.argv[2] ?? "/work/bench-data/merge");
 const CHUNK = 1 << 22;
