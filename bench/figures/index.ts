@@ -12,6 +12,7 @@ import importTime from "./import.js";
 import importCore from "./import-core.js";
 import loadAll from "./load-all.js";
 import loadViews from "./load-views.js";
+import { loraBake, mergeLinear, mergeTies } from "./merge-models.js";
 import open from "./open.js";
 import openWarm from "./open-warm.js";
 import saveAll from "./save-all.js";
@@ -50,6 +51,10 @@ export const FIGURES: readonly Figure[] = [
   convertPickle,
   cliShard,
   cliMerge,
+  // Minutes each: mergekit's TIES takes 445 s and 10.8 GB on this machine (issue 21); run them with --only.
+  mergeLinear,
+  mergeTies,
+  loraBake,
 ];
 
 export function figureNamed(name: string): Figure | undefined {

@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
-import { BACKENDS, type BenchBackend, type Figure, type ProcessContext } from "../figures/types.js";
+import { BACKENDS, type BenchBackend, type Figure, type ProcessContext, Unavailable } from "../figures/types.js";
 import { BENCH_DIR, REPO_DIR } from "../spec.js";
 import { type ChildRun, runChild } from "./child.js";
 import type { Files } from "./files.js";
@@ -49,7 +49,15 @@ function request(figure: Figure, variant: string, env: MeasureEnv): WorkerReques
 }
 
 /** A whole process, timed spawn to exit; its peak RSS through /usr/bin/time when asked (and available). */
-function processRun(argv: string[], env: MeasureEnv, peak: boolean): ChildRun & { peakMib?: number } {
+function processRun(makeArgv: () => string[], env: MeasureEnv, peak: boolean): ChildRun & { peakMib?: number } {
+  let argv: string[];
+  try {
+    argv = makeArgv();
+  } catch (error) {
+    // A side whose tool is missing here (mergekit, PEFT) says so with Unavailable while making its command.
+    if (!(error instanceof Unavailable)) throw error;
+    return { result: { ok: false, unavailable: error.message }, stdout: "", stderr: "", wallMs: 0 };
+  }
   if (!peak || !fs.existsSync(TIME)) return runChild(argv, env.timeoutMs, {}, false);
   const out = path.join(env.files.scratch, `time-${process.pid}.txt`);
   fs.mkdirSync(env.files.scratch, { recursive: true });
@@ -76,7 +84,7 @@ function sidesOf(figure: Figure, env: MeasureEnv): { sides: Map<string, Side>; s
     const label = `ours ${figure.name} ${backend}`;
     const ours = figure.ours;
     if (ours.kind === "process") {
-      sides.set(`ours:${backend}`, { label, once: (peak) => processRun(ours.argv(pctx), env, peak) });
+      sides.set(`ours:${backend}`, { label, once: (peak) => processRun(() => ours.argv(pctx), env, peak) });
       continue;
     }
     const noAddon = backend === "pread-no-addon";
@@ -102,7 +110,7 @@ function sidesOf(figure: Figure, env: MeasureEnv): { sides: Map<string, Side>; s
     } else if (side.kind === "python" && side.needsPt && !files.pt) {
       skipped.set(`ref:${key}`, skippedSeries(label, files.ptReason ?? "no .pt twin"));
     } else if (side.kind === "process") {
-      sides.set(`ref:${key}`, { label, once: (peak) => processRun(side.argv(pctx), env, peak) });
+      sides.set(`ref:${key}`, { label, once: (peak) => processRun(() => side.argv(pctx), env, peak) });
     } else {
       const payload = {
         ...request(figure, key, env),

@@ -25,7 +25,7 @@ import {
   subtractBase,
 } from "./kernels.js";
 import type { TensorJob } from "./plan.js";
-import { type Round, roundAll, rounder } from "./round.js";
+import { type Round, roundArray, rounder } from "./round.js";
 
 /** Reads a tensor's raw stored bytes: [byteOffset, byteOffset + byteLength) of tensor `name` of `model`. */
 export interface MergeReader {
@@ -88,7 +88,7 @@ export function isCopy(job: TensorJob): boolean {
 /** Decode `count` elements of an input to float32 in `out`, rounded to the compute dtype. */
 function decodeInto(bytes: Uint8Array, dtype: string, count: number, out: Float32Array, job: TensorJob): void {
   toFloat32(dtype as Parameters<typeof toFloat32>[0], bytes, { count, out });
-  if (dtype !== job.computeDtype) roundAll(out, count, job.computeDtype);
+  if (dtype !== job.computeDtype) roundArray(out, count, job.computeDtype);
 }
 
 /** Run one job: read its inputs, merge, write the output tensor `job.name` through `sink`. */
@@ -116,6 +116,7 @@ export async function executeJob(
   const chunk = isElementWise(job) ? Math.max(1, options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS) : count;
   const xs = job.inputs.map(() => new Float32Array(Math.min(chunk, count)));
   const out = new Float32Array(Math.min(chunk, count));
+  const scratch = new Float32Array(Math.min(chunk, count));
   for (let first = 0; first < count || (count === 0 && first === 0); first += chunk) {
     throwIfAborted(signal);
     const n = Math.min(chunk, count - first);
@@ -133,7 +134,7 @@ export async function executeJob(
       }),
     );
     const views = xs.map((x) => x.subarray(0, n));
-    mergeValues(job, views, out.subarray(0, n), options.seed ?? 0);
+    mergeValues(job, views, out.subarray(0, n), options.seed ?? 0, scratch.subarray(0, n));
     for (let done = 0; done < n; done += DEFAULT_CHUNK_ELEMENTS) {
       const m = Math.min(DEFAULT_CHUNK_ELEMENTS, n - done);
       const encoded = encodeValues(out.subarray(done, done + m), job.outDtype);
@@ -153,8 +154,15 @@ function encodeValues(values: Float32Array, dtype: string): Uint8Array {
  * The method on float32 values in the compute dtype: `xs` (one array per input, changed in place) → `out`: a chunk
  * of an element-wise job, the whole tensor otherwise. Random drops are keyed by element index in the whole tensor.
  */
-export function mergeValues(job: TensorJob, xs: Float32Array[], out: Float32Array, seed: number): void {
+export function mergeValues(
+  job: TensorJob,
+  xs: Float32Array[],
+  out: Float32Array,
+  seed: number,
+  scratch: Float32Array = new Float32Array(out.length),
+): void {
   const round = rounder(job.computeDtype);
+  const dtype = job.computeDtype;
   const count = out.length;
   const weight = (i: number) => round(job.inputs[i]!.params.get("weight") ?? 0);
   switch (job.method) {
@@ -163,14 +171,15 @@ export function mergeValues(job: TensorJob, xs: Float32Array[], out: Float32Arra
         xs,
         xs.map((_, i) => weight(i)),
         (job.params.get("normalize") ?? 1) !== 0,
-        round,
+        dtype,
         out,
         count,
+        scratch,
       );
       return;
     case "passthrough":
       if (xs.length !== 1) mismatchInputs(job, "passthrough takes exactly one model per tensor");
-      passthroughKernel(xs[0]!, job.inputs[0]!.params.get("scale"), round, out, count);
+      passthroughKernel(xs[0]!, job.inputs[0]!.params.get("scale"), dtype, out, count);
       return;
     case "slerp":
       slerpJob(job, xs, out, round);
@@ -182,7 +191,7 @@ export function mergeValues(job: TensorJob, xs: Float32Array[], out: Float32Arra
       modelStockJob(job, xs, out, round);
       return;
     default:
-      taskArithmeticJob(job, xs, out, round, seed);
+      taskArithmeticJob(job, xs, out, round, seed, scratch);
   }
 }
 
@@ -190,8 +199,16 @@ function mismatchInputs(job: TensorJob, message: string): never {
   throw new SafetensorError("MergeMismatch", `${job.name}: ${message}`, { tensor: job.name });
 }
 
-function taskArithmeticJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round, seed: number): void {
+function taskArithmeticJob(
+  job: TensorJob,
+  xs: Float32Array[],
+  out: Float32Array,
+  round: Round,
+  seed: number,
+  scratch: Float32Array,
+): void {
   const count = out.length;
+  const dtype = job.computeDtype;
   const base = xs[job.base]!;
   const others = job.inputs.map((_, i) => i).filter((i) => i !== job.base);
   if (others.length === 0) {
@@ -199,7 +216,7 @@ function taskArithmeticJob(job: TensorJob, xs: Float32Array[], out: Float32Array
     return;
   }
   const deltas = others.map((i) => xs[i]!);
-  subtractBase(deltas, base, round, count);
+  subtractBase(deltas, base, dtype, count);
   const rescale = (job.params.get("rescale") ?? 0) !== 0;
   if (!isElementWise(job)) {
     // DELLA ranks along dim 1 (a 1-D tensor is one row).
@@ -240,9 +257,10 @@ function taskArithmeticJob(job: TensorJob, xs: Float32Array[], out: Float32Array
       normalize: (job.params.get("normalize") ?? 0) !== 0,
       lambda: job.params.get("lambda") ?? 1,
     },
-    round,
+    dtype,
     out,
     count,
+    scratch,
   );
 }
 
@@ -255,7 +273,7 @@ function slerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: 
   const other = job.base === 0 ? 1 : 0;
   slerpKernel(job.params.get("t")!, xs[job.base]!, xs[other]!, out);
   // numpy computes in float32; the result is cast back to the compute dtype.
-  if (round !== Math.fround) roundAll(out, out.length, job.computeDtype);
+  roundArray(out, out.length, job.computeDtype);
 }
 
 function nuslerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round): void {
@@ -276,7 +294,7 @@ function nuslerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round
     return;
   }
   const base = xs[job.base]!;
-  subtractBase([a, b], base, round, out.length);
+  subtractBase([a, b], base, job.computeDtype, out.length);
   nuslerpKernel(t, a, b, job.shape, flatten, rowWise, round, out);
   for (let i = 0; i < out.length; i++) out[i] = round(base[i]! + out[i]!);
 }

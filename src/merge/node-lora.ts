@@ -20,7 +20,7 @@ import {
 } from "./lora.js";
 import { type OutputTensorSpec, outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { fileIn, type ModelSource, openModel, readSideFileAt } from "./node-source.js";
-import { roundAll, rounder } from "./round.js";
+import { roundArray, rounder } from "./round.js";
 
 export interface AdapterSpec {
   /** A directory (local or remote) with adapter_config.json and adapter_model.safetensors. */
@@ -187,7 +187,7 @@ async function writeBake(
         if (replacement !== null) {
           // The adapter's copy of the weight, loaded into the model's dtype, is what the updates apply to.
           block.set(replacement.subarray(first * cols, (first + n) * cols));
-          if (t.dtype !== "F32") roundAll(block, n * cols, t.dtype as "F16" | "BF16");
+          if (t.dtype !== "F32") roundArray(block, n * cols, t.dtype as "F16" | "BF16");
         } else {
           const bytes = await model.read(t.name, first * cols * inBytes, n * cols * inBytes, options.signal);
           bytesRead += bytes.length;
@@ -196,7 +196,7 @@ async function writeBake(
         factors.forEach((f, i) => {
           addLowRank(block, first, n, cols, f, acc);
           // PEFT merges adapters one after the other into the weight, which is stored in its dtype in between.
-          if (i < factors.length - 1 && t.dtype !== "F32") roundAll(block, n * cols, t.dtype as "F16" | "BF16");
+          if (i < factors.length - 1 && t.dtype !== "F32") roundArray(block, n * cols, t.dtype as "F16" | "BF16");
         });
         emit(encode(block, tensor.dtype), first * cols * outBytes);
       }

@@ -37,9 +37,28 @@ export function rounder(dtype: MergeDtype): Round {
   return roundF16;
 }
 
-/** Round every element of `values` to `dtype` in place (a `.to(dtype)` of float32 values). */
-export function roundAll(values: Float32Array, count: number, dtype: MergeDtype): void {
+/**
+ * Round `count` float32 values to `dtype` in place, by their bits: one pass without calls for the normal range (the
+ * measured cost of a per-element `rounder` call was most of a float16 merge), the rest through `rounder`. Does
+ * nothing for float32 (a Float32Array store has rounded already).
+ */
+export function roundArray(values: Float32Array, count: number, dtype: MergeDtype): void {
   if (dtype === "F32") return;
-  const round = rounder(dtype);
-  for (let i = 0; i < count; i++) values[i] = round(values[i]!);
+  const bits = new Uint32Array(values.buffer, values.byteOffset, count);
+  if (dtype === "BF16") {
+    for (let i = 0; i < count; i++) {
+      const u = bits[i]!;
+      // NaN keeps its bits; everything else rounds to nearest even (infinity stays infinity, overflow becomes it).
+      if ((u & 0x7fffffff) <= 0x7f800000) bits[i] = ((u + 0x7fff + ((u >>> 16) & 1)) & 0xffff0000) >>> 0;
+    }
+    return;
+  }
+  for (let i = 0; i < count; i++) {
+    const u = bits[i]!;
+    const a = u & 0x7fffffff;
+    // Normal float16 range [2^-14, 65520): drop 13 mantissa bits, rounding to nearest even (a carry moves the
+    // exponent, which stays below the overflow bound). Zero stays; subnormals, overflow, inf and NaN take the codec.
+    if (a >= 0x38800000 && a < 0x477ff000) bits[i] = ((u + 0xfff + ((u >>> 13) & 1)) & 0xffffe000) >>> 0;
+    else if (a !== 0) values[i] = roundF16(values[i]!);
+  }
 }

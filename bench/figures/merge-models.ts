@@ -1,0 +1,118 @@
+/**
+ * Merges and LoRA bakes of 2.37 GiB models, as whole processes beside mergekit and PEFT (issue 21's point 5): a linear
+ * merge of two fine-tunes, TIES of both over the base, and a PEFT r = 16 adapter on every linear layer baked into the
+ * base. The models (the bench's synthetic Llama layout with a config.json, two seeded fine-tunes, the adapter and the
+ * configs) are made on first use by scripts/gen_merge_bench.ts in SAFETENSORS_MERGE_BENCH_DIR (default: `merge/` next
+ * to the checkpoint; 7.2 GiB). mergekit runs from its clone (MERGEKIT_DIR, default /work/mergekit) with the Python
+ * that has torch, transformers and peft (MERGE_BENCH_PYTHON, default /work/venv/bin/python), as its README says:
+ * `run_yaml CONFIG OUT --no-copy-tokenizer --no-write-model-card --allow-crimes`.
+ */
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { defineFigure, type ProcessContext, Unavailable } from "./types.js";
+
+function dataDir(ctx: ProcessContext): string {
+  const dir = process.env.SAFETENSORS_MERGE_BENCH_DIR ?? path.join(path.dirname(ctx.path), "merge");
+  if (!fs.existsSync(path.join(dir, "lora-r16", "adapter_config.json"))) {
+    execFileSync(ctx.node, ["--import", "tsx", path.join(ctx.repo, "scripts", "gen_merge_bench.ts"), dir], {
+      stdio: "ignore",
+    });
+  }
+  return dir;
+}
+
+function python(): string {
+  const found = process.env.MERGE_BENCH_PYTHON ?? "/work/venv/bin/python";
+  if (!fs.existsSync(found)) throw new Unavailable(`no Python with torch, transformers and peft at ${found}`);
+  return found;
+}
+
+function mergekit(ctx: ProcessContext, config: string, out: string): string[] {
+  const clone = process.env.MERGEKIT_DIR ?? "/work/mergekit";
+  if (!fs.existsSync(path.join(clone, "mergekit"))) throw new Unavailable(`no mergekit clone at ${clone}`);
+  // The stand-in for `immutables` (not in the package index here) sits beside the reference tools.
+  const tools = process.env.MERGEKIT_TOOLS ?? "/work/shared/tools";
+  return [
+    "env",
+    `PYTHONPATH=${clone}:${tools}`,
+    python(),
+    "-m",
+    "mergekit.scripts.run_yaml",
+    path.join(dataDir(ctx), config),
+    out,
+    "--no-copy-tokenizer",
+    "--no-write-model-card",
+    "--allow-crimes",
+  ];
+}
+
+function mergeFigure(name: string, config: string, method: string, goal: { ratio: number; rssMaxMib: number }) {
+  return defineFigure<void>({
+    name,
+    method: {
+      ours: `\`node bin/safetensors.js merge-models ${config} OUT\` (${method}, float16), spawn to exit`,
+      reference: `mergekit \`run_yaml ${config} OUT\`, spawn to exit`,
+    },
+    backends: ["auto"],
+    ours: {
+      kind: "process",
+      argv: (ctx) => [
+        ctx.node,
+        path.join(ctx.repo, "bin", "safetensors.js"),
+        "merge-models",
+        path.join(dataDir(ctx), config),
+        path.join(ctx.scratch, "ours"),
+      ],
+    },
+    reference: { kind: "process", argv: (ctx) => mergekit(ctx, config, path.join(ctx.scratch, "mergekit")) },
+    goal,
+  });
+}
+
+/** Element-wise: memory of a few chunks per input (<= 256 MiB; issue 21: <= 1/20 of mergekit's, 7.8 GB measured). */
+export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
+  ratio: 10,
+  rssMaxMib: 256,
+});
+
+/**
+ * TIES holds each input of one tensor as float32 (the magnitude rank is a whole-tensor statistic): the largest tensor
+ * is the 250 MiB embedding, so the bound is a small multiple of it.
+ */
+export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
+  ratio: 10,
+  rssMaxMib: 2560,
+});
+
+export const loraBake = defineFigure<void>({
+  name: "lora_bake",
+  method: {
+    ours: "`node bin/safetensors.js lora merge BASE ADAPTER OUT` (r = 16 on every linear layer), spawn to exit",
+    reference: "PEFT `merge_and_unload()` + `save_pretrained()` (bench/ref_lora.py), spawn to exit",
+  },
+  backends: ["auto"],
+  ours: {
+    kind: "process",
+    argv: (ctx) => [
+      ctx.node,
+      path.join(ctx.repo, "bin", "safetensors.js"),
+      "lora",
+      "merge",
+      path.join(dataDir(ctx), "base"),
+      path.join(dataDir(ctx), "lora-r16"),
+      path.join(ctx.scratch, "ours"),
+    ],
+  },
+  reference: {
+    kind: "process",
+    argv: (ctx) => [
+      python(),
+      path.join(ctx.bench, "ref_lora.py"),
+      path.join(dataDir(ctx), "base"),
+      path.join(dataDir(ctx), "lora-r16"),
+      path.join(ctx.scratch, "peft"),
+    ],
+  },
+  goal: { ratio: 2, rssMaxMib: 256 },
+});
