@@ -14,15 +14,18 @@ import {
   l1Norm,
   l1Rescale,
   linearKernel,
+  linearTable16Kernel,
   magnitudeSparsify,
   modelStockKernel,
   nuslerpKernel,
   outlierSparsify,
   passthroughKernel,
+  productTable,
   randomSparsify,
   slerpKernel,
   streamKey,
   subtractBase,
+  sumRounded,
 } from "./kernels.js";
 import type { TensorJob } from "./plan.js";
 import { type Round, roundArray, rounder } from "./round.js";
@@ -45,6 +48,10 @@ export interface ExecuteOptions {
   signal?: AbortSignal;
   /** Told bytes read from inputs and written to the output as they go. */
   onBytes?: (read: number, written: number) => void;
+  /** Where element-wise chunks are computed (default: in this thread, one at a time). */
+  compute?: ChunkCompute;
+  /** Chunks of an element-wise job read ahead while earlier ones are computed (default 1). */
+  inFlight?: number;
 }
 
 export const DEFAULT_CHUNK_ELEMENTS = 1 << 20;
@@ -113,36 +120,148 @@ export async function executeJob(
     }
     return;
   }
-  const chunk = isElementWise(job) ? Math.max(1, options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS) : count;
-  const xs = job.inputs.map(() => new Float32Array(Math.min(chunk, count)));
-  const out = new Float32Array(Math.min(chunk, count));
-  const scratch = new Float32Array(Math.min(chunk, count));
-  for (let first = 0; first < count || (count === 0 && first === 0); first += chunk) {
-    throwIfAborted(signal);
+  if (isElementWise(job)) {
+    await streamChunks(job, reader, sink, options);
+    return;
+  }
+  // Whole tensors: every input decoded into one float32 array (read in pieces of at most 16 chunks).
+  const xs = job.inputs.map(() => new Float32Array(count));
+  await Promise.all(
+    job.inputs.map(async (input, i) => {
+      const bpe = elementBytes(input.dtype);
+      const step = DEFAULT_CHUNK_ELEMENTS * 16;
+      for (let done = 0; done < count; done += step) {
+        throwIfAborted(signal);
+        const m = Math.min(step, count - done);
+        const bytes = await reader.read(input.model, input.name, done * bpe, m * bpe, signal);
+        decodeInto(bytes, input.dtype, m, xs[i]!.subarray(done, done + m), job);
+        report(bytes.length, 0);
+      }
+    }),
+  );
+  const out = new Float32Array(count);
+  mergeValues(job, xs, out, options.seed ?? 0, new Float32Array(count));
+  xs.length = 0;
+  for (let done = 0; done < count; done += DEFAULT_CHUNK_ELEMENTS) {
+    const m = Math.min(DEFAULT_CHUNK_ELEMENTS, count - done);
+    const encoded = encodeValues(out.subarray(done, done + m), job.outDtype);
+    await sink.write(job.name, encoded, done * outBytes);
+    report(0, encoded.length);
+  }
+}
+
+/**
+ * Computes one chunk of an element-wise job: the inputs' raw bytes (`count` elements each) → the output's bytes. Runs
+ * here by default; the Node adapter hands chunks to worker threads (`node-pool.ts`).
+ */
+export type ChunkCompute = (job: TensorJob, raws: Uint8Array[], count: number) => Promise<Uint8Array>;
+
+/** Scratch arrays of one thread's chunk computations, grown as needed. */
+class ChunkScratch {
+  xs: Float32Array[] = [];
+  out = new Float32Array(0);
+  tmp = new Float32Array(0);
+
+  ensure(inputs: number, count: number): void {
+    if (this.out.length < count) {
+      this.out = new Float32Array(count);
+      this.tmp = new Float32Array(count);
+      this.xs = [];
+    }
+    while (this.xs.length < inputs) this.xs.push(new Float32Array(this.out.length));
+  }
+}
+
+const localScratch = new ChunkScratch();
+
+/** One chunk of an element-wise job, computed in this thread: decode, merge, encode. */
+export function computeChunk(
+  job: TensorJob,
+  raws: readonly Uint8Array[],
+  count: number,
+  scratch = localScratch,
+): Uint8Array {
+  scratch.ensure(raws.length, count);
+  if (isTableLinear(job) && raws.every((r) => r.byteOffset % 2 === 0)) {
+    const out = scratch.out.subarray(0, count);
+    const dtype = job.computeDtype as "F16" | "BF16";
+    const round = rounder(dtype);
+    const weights = job.inputs.map((input) => round(input.params.get("weight") ?? 0));
+    linearTable16Kernel(
+      raws.map((r) => new Uint16Array(r.buffer, r.byteOffset, count)),
+      weights.map((w) => productTable(dtype, w)),
+      (job.params.get("normalize") ?? 1) !== 0 ? sumRounded(weights, round) : null,
+      dtype,
+      out,
+      count,
+    );
+    return encodeValues(out, job.outDtype);
+  }
+  const xs = raws.map((bytes, i) => {
+    const x = scratch.xs[i]!.subarray(0, count);
+    decodeInto(bytes, job.inputs[i]!.dtype, count, x, job);
+    return x;
+  });
+  const out = scratch.out.subarray(0, count);
+  mergeValues(job, xs, out, 0, scratch.tmp.subarray(0, count));
+  return encodeValues(out, job.outDtype);
+}
+
+/** A linear merge of 16-bit inputs computed and written in that same dtype: products come from tables. */
+function isTableLinear(job: TensorJob): boolean {
+  const dtype = job.computeDtype;
+  return (
+    job.method === "linear" &&
+    (dtype === "F16" || dtype === "BF16") &&
+    job.outDtype === dtype &&
+    job.inputs.every((input) => input.dtype === dtype)
+  );
+}
+
+/** Element-wise jobs: chunks read in order and computed (here or by `options.compute`), a few in flight. */
+async function streamChunks(
+  job: TensorJob,
+  reader: MergeReader,
+  sink: MergeSink,
+  options: ExecuteOptions,
+): Promise<void> {
+  const count = elementCount(job.shape);
+  const chunk = Math.max(1, options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS);
+  const outBytes = elementBytes(job.outDtype);
+  const report = options.onBytes ?? (() => {});
+  const compute: ChunkCompute = options.compute ?? (async (j, raws, n) => computeChunk(j, raws, n));
+  const depth = Math.max(1, options.inFlight ?? 1);
+  const inflight: Promise<void>[] = [];
+  let failed: unknown = null;
+  for (let first = 0; first < count; first += chunk) {
+    throwIfAborted(options.signal);
+    if (failed !== null) break;
     const n = Math.min(chunk, count - first);
-    await Promise.all(
-      job.inputs.map(async (input, i) => {
+    const raws = await Promise.all(
+      job.inputs.map((input) => {
         const bpe = elementBytes(input.dtype);
-        // Whole tensors are read in pieces of a chunk, so a read never asks for more than 64 MiB at once.
-        const step = Math.min(n, DEFAULT_CHUNK_ELEMENTS * 16);
-        for (let done = 0; done < n; done += step) {
-          const m = Math.min(step, n - done);
-          const bytes = await reader.read(input.model, input.name, (first + done) * bpe, m * bpe, signal);
-          decodeInto(bytes, input.dtype, m, xs[i]!.subarray(done, done + m), job);
-          report(bytes.length, 0);
-        }
+        return reader.read(input.model, input.name, first * bpe, n * bpe, options.signal);
       }),
     );
-    const views = xs.map((x) => x.subarray(0, n));
-    mergeValues(job, views, out.subarray(0, n), options.seed ?? 0, scratch.subarray(0, n));
-    for (let done = 0; done < n; done += DEFAULT_CHUNK_ELEMENTS) {
-      const m = Math.min(DEFAULT_CHUNK_ELEMENTS, n - done);
-      const encoded = encodeValues(out.subarray(done, done + m), job.outDtype);
-      await sink.write(job.name, encoded, (first + done) * outBytes);
-      report(0, encoded.length);
-    }
-    if (count === 0) break;
+    report(
+      raws.reduce((sum, r) => sum + r.length, 0),
+      0,
+    );
+    const at = first * outBytes;
+    const done = compute(job, raws, n).then(
+      async (encoded) => {
+        await sink.write(job.name, encoded, at);
+        report(0, encoded.length);
+      },
+      (error: unknown) => {
+        failed ??= error;
+      },
+    );
+    inflight.push(done);
+    if (inflight.length >= depth) await inflight.shift();
   }
+  await Promise.all(inflight);
+  if (failed !== null) throw failed;
 }
 
 function encodeValues(values: Float32Array, dtype: string): Uint8Array {

@@ -11,6 +11,7 @@ import type { NodeOpenOptions } from "../io/node-async.js";
 import { type MergeConfig, parseMergeConfig } from "./config.js";
 import { executeJob, type MergeReader } from "./execute.js";
 import { outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
+import { ChunkPool } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
 import { type MergePlan, planMerge } from "./plan.js";
 
@@ -32,6 +33,8 @@ export interface MergeModelsOptions extends NodeOpenOptions {
   seed?: number;
   /** Elements per chunk of element-wise methods (default 1 Mi). */
   chunkElements?: number;
+  /** Threads computing element-wise chunks (default: the CPUs, at most 4; 1 computes in the calling thread). */
+  threads?: number;
   /** Copy the base's (or first model's) tokenizer files even without `tokenizer_source` (default true, as mergekit). */
   copyTokenizer?: boolean;
   fsync?: boolean;
@@ -119,6 +122,9 @@ async function writeMerge(
     bytesWritten: 0,
     bytesTotal: outputBytes(outputs),
   };
+  // Measured on the 2-core VM (load 13-16, linear merge of 2 x 1 Mi fp16 chunks): one thread 77 ns an element
+  // (decode 12, kernel 50, encode 15), two workers ~2x; the main thread meanwhile reads and writes.
+  const pool = ChunkPool.create(options.threads);
   const files = await writeCheckpoint(outDir, outputs, sideFiles, options, async (tensor, write) => {
     const job = jobs.get(tensor.name)!;
     await executeJob(
@@ -128,6 +134,8 @@ async function writeMerge(
       {
         chunkElements: options.chunkElements,
         seed: options.seed,
+        compute: pool?.compute,
+        inFlight: pool === null ? 1 : pool.size * 2,
         signal: options.signal,
         onBytes(read, written) {
           progress.bytesRead += read;
@@ -139,7 +147,7 @@ async function writeMerge(
     for (const input of job.inputs) tensorsRead.set(input.model, (tensorsRead.get(input.model) ?? 0) + 1);
     progress.tensorsDone++;
     options.onProgress?.(progress);
-  });
+  }).finally(() => pool?.close());
   return {
     method: config.method,
     files,

@@ -1,0 +1,97 @@
+/**
+ * Worker threads for element-wise merge chunks. The kernels are pure and each chunk independent, so chunks are
+ * computed in parallel while the main thread reads the next ones and writes finished ones.
+ */
+import * as fs from "node:fs";
+import { availableParallelism } from "node:os";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
+import { SafetensorError, type SafetensorErrorCode } from "../format/errors.js";
+import type { ChunkCompute } from "./execute.js";
+
+/** At most this many worker threads by default (and never more than the CPUs). */
+export const DEFAULT_MAX_THREADS = 4;
+
+/** The worker's module: beside this one (built or run from sources), or in dist/merge/ when this runs bundled. */
+function workerFile(): string {
+  for (const candidate of ["./node-worker.js", "./node-worker.ts", "../merge/node-worker.js"]) {
+    const file = fileURLToPath(new URL(candidate, import.meta.url));
+    if (fs.existsSync(file)) return file;
+  }
+  throw new SafetensorError("BackendUnavailable", "the merge worker module (node-worker.js) is missing");
+}
+
+interface Pending {
+  resolve: (bytes: Uint8Array) => void;
+  reject: (error: unknown) => void;
+}
+
+export class ChunkPool {
+  readonly #workers: Worker[] = [];
+  readonly #pending = new Map<number, Pending>();
+  readonly #load: number[] = [];
+  #nextId = 0;
+
+  private constructor(size: number) {
+    const file = workerFile();
+    for (let i = 0; i < size; i++) {
+      const worker = file.endsWith(".ts")
+        ? // From the sources (tests under tsx), the worker registers the TypeScript loader first.
+          new Worker(
+            `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(pathToFileURL(file).href)}); });`,
+            { eval: true },
+          )
+        : new Worker(file);
+      worker.unref();
+      worker.on(
+        "message",
+        (message: { id: number; bytes?: Uint8Array; error?: { message: string; code?: string } }) => {
+          const pending = this.#pending.get(message.id);
+          if (!pending) return;
+          this.#pending.delete(message.id);
+          this.#load[i]!--;
+          if (message.bytes) pending.resolve(message.bytes);
+          else {
+            const e = message.error!;
+            pending.reject(new SafetensorError((e.code ?? "InvalidTensor") as SafetensorErrorCode, e.message));
+          }
+        },
+      );
+      worker.on("error", (error) => {
+        for (const pending of this.#pending.values()) pending.reject(error);
+        this.#pending.clear();
+      });
+      this.#workers.push(worker);
+      this.#load.push(0);
+    }
+  }
+
+  /** A pool of `threads` workers (default: the CPUs, at most 4); null when one thread is asked for. */
+  static create(threads?: number): ChunkPool | null {
+    const size = threads ?? Math.min(availableParallelism(), DEFAULT_MAX_THREADS);
+    if (!Number.isSafeInteger(size) || size < 1) {
+      throw new SafetensorError("InvalidOption", `threads must be a positive integer, got ${threads}`);
+    }
+    return size === 1 ? null : new ChunkPool(size);
+  }
+
+  get size(): number {
+    return this.#workers.length;
+  }
+
+  /** Compute a chunk on the least busy worker. */
+  readonly compute: ChunkCompute = (job, raws, count) =>
+    new Promise<Uint8Array>((resolve, reject) => {
+      let target = 0;
+      for (let i = 1; i < this.#load.length; i++) if (this.#load[i]! < this.#load[target]!) target = i;
+      const id = this.#nextId++;
+      this.#pending.set(id, { resolve, reject });
+      this.#load[target]!++;
+      this.#workers[target]!.postMessage({ id, job, raws, count });
+    });
+
+  async close(): Promise<void> {
+    await Promise.all(this.#workers.map((w) => w.terminate()));
+    this.#workers.length = 0;
+  }
+}
