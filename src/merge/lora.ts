@@ -5,10 +5,11 @@
  * (scaling = α / r, α / √r with rsLoRA, r and α from `rank_pattern` / `alpha_pattern` where a key matches), added to
  * the weight in float32 and rounded once to its dtype; DoRA rescales each row of W + ΔW to its magnitude. Pure.
  */
+import { fromFloat32, toFloat32 } from "../codecs/index.js";
 import type { Dtype } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import type { CatalogTensor } from "./plan.js";
-import type { Round } from "./round.js";
+import { roundArray, rounder } from "./round.js";
 
 export interface AdapterConfig {
   readonly r: number;
@@ -238,7 +239,7 @@ export function planLora(
   }));
 }
 
-/** An update's factors as float32, arranged for `addLowRank`: L [rows × r] and R [r × cols]. */
+/** An update's factors as float32, arranged for `addLowRank`: L [rows × r] and Rᵀ [cols × r]. Structured-cloneable. */
 export interface LowRankFactors {
   readonly left: Float32Array;
   readonly right: Float32Array;
@@ -246,68 +247,113 @@ export interface LowRankFactors {
   readonly scaling: number;
   /** DoRA magnitudes per row of W (null for plain LoRA). */
   readonly magnitude: Float32Array | null;
-  /** Rounds ΔW before it is added: to the weight's dtype for embeddings (PEFT's `Embedding` merge), else float32. */
-  readonly roundDelta: Round;
+  /** ΔW is rounded to this dtype before it is added: the weight's for embeddings (PEFT's `Embedding` merge). */
+  readonly deltaDtype: "F32" | "F16" | "BF16";
 }
 
-/** Arrange A [r × in] and B [out × r] as L and R for the update's layout. */
+/**
+ * Arrange A [r × in] and B [out × r] as L [rows × r] and Rᵀ [cols × r] for the update's layout: both with the rank
+ * innermost, so each entry of ΔW is one contiguous dot product (measured on 256 × 4096 blocks, r = 16, load 15:
+ * 47 ns an entry, 16 accumulation passes over a row took 135).
+ */
 export function lowRankFactors(
   update: LoraUpdate,
   a: Float32Array,
   b: Float32Array,
   magnitude: Float32Array | null,
-  roundDelta: Round = Math.fround,
+  deltaDtype: "F32" | "F16" | "BF16" = "F32",
 ): LowRankFactors {
   const r = update.rank;
-  if (update.layout === "rows") return { left: b, right: a, rank: r, scaling: update.scaling, magnitude, roundDelta };
-  // (B @ A)ᵀ = Aᵀ @ Bᵀ: L = Aᵀ [in × r], R = Bᵀ [r × out].
-  const inner = a.length / r;
-  const outer = b.length / r;
-  const left = new Float32Array(a.length);
-  for (let k = 0; k < r; k++) for (let i = 0; i < inner; i++) left[i * r + k] = a[k * inner + i]!;
-  const right = new Float32Array(b.length);
-  for (let o = 0; o < outer; o++) for (let k = 0; k < r; k++) right[k * outer + o] = b[o * r + k]!;
-  return { left, right, rank: r, scaling: update.scaling, magnitude, roundDelta };
+  const transpose = (m: Float32Array) => {
+    // [r × n] → [n × r]
+    const n = m.length / r;
+    const t = new Float32Array(m.length);
+    for (let k = 0; k < r; k++) for (let i = 0; i < n; i++) t[i * r + k] = m[k * n + i]!;
+    return t;
+  };
+  // rows: ΔW = B @ A, L = B [out × r], Rᵀ = Aᵀ [in × r]. transposed: ΔW = Aᵀ @ Bᵀ, L = Aᵀ [in × r], Rᵀ = B [out × r].
+  const left = update.layout === "rows" ? b : transpose(a);
+  const right = update.layout === "rows" ? transpose(a) : b;
+  return { left, right, rank: r, scaling: update.scaling, magnitude, deltaDtype };
+}
+
+/** The factors restricted to rows [first, first + rows) (what a block's computation needs, to hand to a worker). */
+export function factorRows(factors: LowRankFactors, first: number, rows: number): LowRankFactors {
+  return {
+    ...factors,
+    left: factors.left.subarray(first * factors.rank, (first + rows) * factors.rank),
+    magnitude: factors.magnitude?.subarray(first, first + rows) ?? null,
+  };
 }
 
 const fround = Math.fround;
 
 /**
- * Add a low-rank update to rows [firstRow, firstRow + rows) of W, given as float32 `values` (rows × cols), in place:
- * W + fround(fround(L @ R) · scaling), each sum rounded to float32; with DoRA each row then scaled by
- * magnitude / ‖row‖. `acc` is scratch of at least `cols` doubles.
+ * Add a low-rank update to `rows` rows of W, given as float32 `values` (rows × cols), in place (`factors` restricted
+ * to those rows): W + fround(fround(L @ R) · scaling), each sum rounded to float32; with DoRA each row then scaled by
+ * magnitude / ‖row‖.
  */
-export function addLowRank(
-  values: Float32Array,
-  firstRow: number,
-  rows: number,
-  cols: number,
-  factors: LowRankFactors,
-  acc: Float64Array,
-): void {
-  const { left, right, rank, magnitude, roundDelta } = factors;
+export function addLowRank(values: Float32Array, rows: number, cols: number, factors: LowRankFactors): void {
+  const { left, right, rank, magnitude } = factors;
+  const round = rounder(factors.deltaDtype);
   const scaling = fround(factors.scaling);
+  const r4 = rank - (rank % 4);
   for (let row = 0; row < rows; row++) {
-    acc.fill(0, 0, cols);
-    const l = (firstRow + row) * rank;
-    for (let k = 0; k < rank; k++) {
-      const coefficient = left[l + k]!;
-      if (coefficient === 0) continue;
-      const offset = k * cols;
-      for (let c = 0; c < cols; c++) acc[c] = acc[c]! + coefficient * right[offset + c]!;
-    }
+    const l = row * rank;
     const base = row * cols;
-    if (magnitude === null) {
-      for (let c = 0; c < cols; c++) values[base + c] = values[base + c]! + roundDelta(fround(acc[c]!) * scaling);
-      continue;
-    }
     let square = 0;
     for (let c = 0; c < cols; c++) {
-      const v = fround(values[base + c]! + fround(fround(acc[c]!) * scaling));
-      acc[c] = v;
-      square += v * v;
+      // Σ_k L[row, k] · R[k, c], summed in k order in a double (four terms a step, same order).
+      const o = c * rank;
+      let s = 0;
+      let k = 0;
+      for (; k < r4; k += 4) {
+        s =
+          s +
+          left[l + k]! * right[o + k]! +
+          left[l + k + 1]! * right[o + k + 1]! +
+          left[l + k + 2]! * right[o + k + 2]! +
+          left[l + k + 3]! * right[o + k + 3]!;
+      }
+      for (; k < rank; k++) s = s + left[l + k]! * right[o + k]!;
+      const v = values[base + c]! + round(fround(s) * scaling);
+      values[base + c] = v;
+      square += values[base + c]! * values[base + c]!;
     }
-    const factor = fround(magnitude[firstRow + row]! / fround(Math.sqrt(square)));
-    for (let c = 0; c < cols; c++) values[base + c] = factor * acc[c]!;
+    if (magnitude !== null) {
+      const factor = fround(magnitude[row]! / fround(Math.sqrt(square)));
+      for (let c = 0; c < cols; c++) values[base + c] = factor * values[base + c]!;
+    }
   }
+}
+
+/** One block of rows of a baked weight: what a worker computes. Structured-cloneable. */
+export interface BakeBlock {
+  /** The block's stored bytes (`dtype`), or null when `start` holds its values already. */
+  readonly raw: Uint8Array | null;
+  /** float32 values to start from instead of `raw` (an adapter's copy of the weight). */
+  readonly start: Float32Array | null;
+  readonly dtype: "F32" | "F16" | "BF16";
+  readonly outDtype: "F32" | "F16" | "BF16";
+  readonly rows: number;
+  readonly cols: number;
+  /** Each update restricted to the block's rows, in merge order. */
+  readonly factors: readonly LowRankFactors[];
+}
+
+/** Bake one block: decode, add every update (rounding to the weight's dtype between adapters, as PEFT), encode. */
+export function bakeBlock(block: BakeBlock): Uint8Array {
+  const count = block.rows * block.cols;
+  const values = new Float32Array(count);
+  if (block.start !== null) {
+    values.set(block.start);
+    roundArray(values, count, block.dtype);
+  } else toFloat32(block.dtype, block.raw!, { count, out: values });
+  block.factors.forEach((f, i) => {
+    addLowRank(values, block.rows, block.cols, f);
+    // PEFT merges adapters one after the other into the weight, which is stored in its dtype in between.
+    if (i < block.factors.length - 1) roundArray(values, count, block.dtype);
+  });
+  if (block.outDtype === "F32") return new Uint8Array(values.buffer);
+  return fromFloat32(block.outDtype, values);
 }

@@ -12,15 +12,17 @@ import { type NodeOpenOptions, openAsync } from "../io/node-async.js";
 import { elementBytes, elementCount } from "./execute.js";
 import {
   type AdapterInput,
-  addLowRank,
+  type BakeBlock,
+  bakeBlock,
+  factorRows,
   type LoraTensorPlan,
   lowRankFactors,
   parseAdapterConfig,
   planLora,
 } from "./lora.js";
 import { type OutputTensorSpec, outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
+import { ChunkPool } from "./node-pool.js";
 import { fileIn, type ModelSource, openModel, readSideFileAt } from "./node-source.js";
-import { roundArray, rounder } from "./round.js";
 
 export interface AdapterSpec {
   /** A directory (local or remote) with adapter_config.json and adapter_model.safetensors. */
@@ -43,6 +45,8 @@ export interface BakeLoraOptions extends NodeOpenOptions {
   fsync?: boolean;
   /** Elements per block of rows (default 1 Mi). */
   chunkElements?: number;
+  /** Threads baking blocks (default: the CPUs, at most 4; 1 bakes in the calling thread). */
+  threads?: number;
   onProgress?: (progress: BakeProgress) => void;
 }
 
@@ -146,6 +150,10 @@ async function writeBake(
   };
   let bytesRead = 0;
   const chunkElements = options.chunkElements ?? 1 << 20;
+  // Blocks of rows are baked on worker threads (r multiply-adds an element: the bake's arithmetic) while this thread
+  // reads the next and writes finished ones.
+  const pool = ChunkPool.create(options.threads);
+  const depth = pool === null ? 1 : pool.size * 2;
   const files = await writeCheckpoint(outDir, outputs, sideFiles, options, async (tensor, write) => {
     const t = byName.get(tensor.name)!;
     const count = elementCount(t.shape);
@@ -173,37 +181,39 @@ async function writeBake(
         const a = adapters[u.adapter]!.tensors;
         const magnitude = u.magnitude === null ? null : a.get(u.magnitude)!;
         // PEFT rounds an embedding's update to the weight's dtype before adding it (measured: bit-equal that way).
-        const round = u.embedding && t.dtype !== "F32" ? rounder(t.dtype as "F16" | "BF16") : Math.fround;
-        return lowRankFactors(u, a.get(u.a)!, a.get(u.b)!, magnitude, round);
+        const deltaDtype = u.embedding ? (t.dtype as "F32" | "F16" | "BF16") : "F32";
+        return lowRankFactors(u, a.get(u.a)!, a.get(u.b)!, magnitude, deltaDtype);
       });
       const blockRows = Math.max(1, Math.floor(chunkElements / cols));
-      const values = new Float32Array(Math.min(blockRows, rows) * cols);
-      const acc = new Float64Array(cols);
       const outBytes = elementBytes(tensor.dtype);
+      const inflight: Promise<void>[] = [];
       for (let first = 0; first < rows; first += blockRows) {
         throwIfAborted(options.signal);
         const n = Math.min(blockRows, rows - first);
-        const block = values.subarray(0, n * cols);
-        if (replacement !== null) {
-          // The adapter's copy of the weight, loaded into the model's dtype, is what the updates apply to.
-          block.set(replacement.subarray(first * cols, (first + n) * cols));
-          if (t.dtype !== "F32") roundArray(block, n * cols, t.dtype as "F16" | "BF16");
-        } else {
-          const bytes = await model.read(t.name, first * cols * inBytes, n * cols * inBytes, options.signal);
-          bytesRead += bytes.length;
-          toFloat32(t.dtype, bytes, { count: n * cols, out: block });
+        let raw: Uint8Array | null = null;
+        if (replacement === null) {
+          raw = await model.read(t.name, first * cols * inBytes, n * cols * inBytes, options.signal);
+          bytesRead += raw.length;
         }
-        factors.forEach((f, i) => {
-          addLowRank(block, first, n, cols, f, acc);
-          // PEFT merges adapters one after the other into the weight, which is stored in its dtype in between.
-          if (i < factors.length - 1 && t.dtype !== "F32") roundArray(block, n * cols, t.dtype as "F16" | "BF16");
-        });
-        emit(encode(block, tensor.dtype), first * cols * outBytes);
+        const block: BakeBlock = {
+          raw,
+          // The adapter's copy of the weight, loaded into the model's dtype, is what the updates apply to.
+          start: replacement?.subarray(first * cols, (first + n) * cols) ?? null,
+          dtype: t.dtype as "F32" | "F16" | "BF16",
+          outDtype: tensor.dtype as "F32" | "F16" | "BF16",
+          rows: n,
+          cols,
+          factors: factors.map((f) => factorRows(f, first, n)),
+        };
+        const at = first * cols * outBytes;
+        inflight.push((pool ? pool.bake(block) : Promise.resolve(bakeBlock(block))).then((bytes) => emit(bytes, at)));
+        if (inflight.length >= depth) await inflight.shift();
       }
+      await Promise.all(inflight);
     }
     progress.tensorsDone++;
     options.onProgress?.(progress);
-  });
+  }).finally(() => pool?.close());
   return {
     files,
     tensors: plan.length,

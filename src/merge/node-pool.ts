@@ -1,6 +1,6 @@
 /**
- * Worker threads for element-wise merge chunks. The kernels are pure and each chunk independent, so chunks are
- * computed in parallel while the main thread reads the next ones and writes finished ones.
+ * Worker threads for element-wise merge chunks and LoRA blocks. The kernels are pure and each chunk independent, so
+ * chunks are computed in parallel while the main thread reads the next ones and writes finished ones.
  */
 import * as fs from "node:fs";
 import { availableParallelism } from "node:os";
@@ -8,6 +8,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import { SafetensorError, type SafetensorErrorCode } from "../format/errors.js";
 import type { ChunkCompute } from "./execute.js";
+import type { BakeBlock } from "./lora.js";
 
 /** At most this many worker threads by default (and never more than the CPUs). */
 export const DEFAULT_MAX_THREADS = 4;
@@ -79,16 +80,24 @@ export class ChunkPool {
     return this.#workers.length;
   }
 
-  /** Compute a chunk on the least busy worker. */
-  readonly compute: ChunkCompute = (job, raws, count) =>
-    new Promise<Uint8Array>((resolve, reject) => {
+  /** Compute a merge chunk on the least busy worker. */
+  readonly compute: ChunkCompute = (job, raws, count) => this.#run({ kind: "chunk", job, raws, count });
+
+  /** Bake a LoRA block of rows on the least busy worker. */
+  bake(block: BakeBlock): Promise<Uint8Array> {
+    return this.#run({ kind: "bake", block });
+  }
+
+  #run(task: object): Promise<Uint8Array> {
+    return new Promise<Uint8Array>((resolve, reject) => {
       let target = 0;
       for (let i = 1; i < this.#load.length; i++) if (this.#load[i]! < this.#load[target]!) target = i;
       const id = this.#nextId++;
       this.#pending.set(id, { resolve, reject });
       this.#load[target]!++;
-      this.#workers[target]!.postMessage({ id, job, raws, count });
+      this.#workers[target]!.postMessage({ id, ...task });
     });
+  }
 
   async close(): Promise<void> {
     await Promise.all(this.#workers.map((w) => w.terminate()));
