@@ -8,6 +8,7 @@ import { fromFloat32, toFloat32 } from "../codecs/index.js";
 import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
+import type { MergeDtype } from "./config.js";
 import {
   combineKernel,
   dellaSparsify,
@@ -52,6 +53,8 @@ export interface ExecuteOptions {
   compute?: ChunkCompute;
   /** Chunks of an element-wise job read ahead while earlier ones are computed (default 1). */
   inFlight?: number;
+  /** Where whole-tensor task vectors are sparsified (default: in this thread, one after the other). */
+  sparsify?: (task: SparsifyTask) => Promise<Float32Array>;
 }
 
 export const DEFAULT_CHUNK_ELEMENTS = 1 << 20;
@@ -65,6 +68,10 @@ export function elementCount(shape: readonly number[]): number {
 /** Bytes per element of a dtype the merge reads or writes. */
 export function elementBytes(dtype: string): number {
   return dtypeOf(dtype as Parameters<typeof dtypeOf>[0]).bits / 8;
+}
+
+function isTaskArithmetic(job: TensorJob): boolean {
+  return !["linear", "passthrough", "slerp", "nuslerp", "model_stock"].includes(job.method);
 }
 
 /** Can this job run chunk by chunk (no whole-tensor statistic)? */
@@ -140,7 +147,9 @@ export async function executeJob(
     }),
   );
   const out = new Float32Array(count);
-  mergeValues(job, xs, out, options.seed ?? 0, new Float32Array(count));
+  if (options.sparsify !== undefined && isTaskArithmetic(job)) {
+    await taskArithmeticParallel(job, xs, out, { ...options, sparsify: options.sparsify });
+  } else mergeValues(job, xs, out, options.seed ?? 0, new Float32Array(count));
   xs.length = 0;
   for (let done = 0; done < count; done += DEFAULT_CHUNK_ELEMENTS) {
     const m = Math.min(DEFAULT_CHUNK_ELEMENTS, count - done);
@@ -301,7 +310,7 @@ export function mergeValues(
       passthroughKernel(xs[0]!, job.inputs[0]!.params.get("scale"), dtype, out, count);
       return;
     case "slerp":
-      slerpJob(job, xs, out, round);
+      slerpJob(job, xs, out);
       return;
     case "nuslerp":
       nuslerpJob(job, xs, out, round);
@@ -310,7 +319,7 @@ export function mergeValues(
       modelStockJob(job, xs, out, round);
       return;
     default:
-      taskArithmeticJob(job, xs, out, round, seed, scratch);
+      taskArithmeticJob(job, xs, out, seed, scratch);
   }
 }
 
@@ -318,55 +327,88 @@ function mismatchInputs(job: TensorJob, message: string): never {
   throw new SafetensorError("MergeMismatch", `${job.name}: ${message}`, { tensor: job.name });
 }
 
-function taskArithmeticJob(
+/** One task vector to sparsify (a worker's task when run in parallel). Structured-cloneable. */
+export interface SparsifyTask {
+  method: string;
+  delta: Float32Array;
+  density: number;
+  gamma: number;
+  epsilon: number;
+  rescale: boolean;
+  dtype: MergeDtype;
+  /** Row length for DELLA's ranks (dim 1; a 1-D tensor is one row). */
+  cols: number;
+  seed: number;
+  stream: number;
+}
+
+/** Sparsify a task vector in place as its method says (and rescale it to its L1 norm when asked); returns it. */
+export function sparsifyDelta(task: SparsifyTask): Float32Array {
+  const { delta, density } = task;
+  if (density >= 1) return delta;
+  const before = task.rescale ? l1Norm(delta) : 0;
+  switch (task.method) {
+    case "ties":
+      magnitudeSparsify(delta, density);
+      break;
+    case "breadcrumbs":
+    case "breadcrumbs_ties":
+      outlierSparsify(delta, density, task.gamma);
+      break;
+    case "dare_linear":
+    case "dare_ties":
+      randomSparsify(delta, density, task.seed, task.stream);
+      break;
+    case "della":
+    case "della_linear":
+      dellaSparsify(delta, task.cols, density, task.epsilon, task.seed, task.stream);
+      break;
+  }
+  if (task.rescale) l1Rescale(delta, before, rounder(task.dtype));
+  return delta;
+}
+
+/** The task-arithmetic family's sparsification tasks of a whole tensor's task vectors (`deltas`, in input order). */
+function sparsifyTasks(job: TensorJob, deltas: Float32Array[], seed: number): SparsifyTask[] {
+  const others = job.inputs.map((_, i) => i).filter((i) => i !== job.base);
+  const count = deltas[0]?.length ?? 0;
+  const cols = job.shape.length >= 2 ? job.shape[1]! * elementCount(job.shape.slice(2)) : count;
+  return others.map((i, k) => {
+    const params = job.inputs[i]!.params;
+    return {
+      method: job.method,
+      delta: deltas[k]!,
+      density: params.get("density") ?? 1,
+      gamma: params.get("gamma") ?? 0.01,
+      epsilon: params.get("epsilon") ?? 0.15,
+      rescale: (job.params.get("rescale") ?? 0) !== 0,
+      dtype: job.computeDtype,
+      cols,
+      seed,
+      stream: streamKey(`${job.name}\u0000${i}`),
+    };
+  });
+}
+
+/** Task vectors of a task-arithmetic job: every non-base input minus the base, in place; null when only the base. */
+function taskVectors(job: TensorJob, xs: Float32Array[], count: number): Float32Array[] | null {
+  const others = job.inputs.map((_, i) => i).filter((i) => i !== job.base);
+  if (others.length === 0) return null;
+  const deltas = others.map((i) => xs[i]!);
+  subtractBase(deltas, xs[job.base]!, job.computeDtype, count);
+  return deltas;
+}
+
+/** The combination of (sparsified) task vectors with the base. */
+function combineTaskVectors(
   job: TensorJob,
-  xs: Float32Array[],
+  base: Float32Array,
+  deltas: Float32Array[],
   out: Float32Array,
-  round: Round,
-  seed: number,
   scratch: Float32Array,
 ): void {
-  const count = out.length;
-  const dtype = job.computeDtype;
-  const base = xs[job.base]!;
+  const round = rounder(job.computeDtype);
   const others = job.inputs.map((_, i) => i).filter((i) => i !== job.base);
-  if (others.length === 0) {
-    out.set(base);
-    return;
-  }
-  const deltas = others.map((i) => xs[i]!);
-  subtractBase(deltas, base, dtype, count);
-  const rescale = (job.params.get("rescale") ?? 0) !== 0;
-  if (!isElementWise(job)) {
-    // DELLA ranks along dim 1 (a 1-D tensor is one row).
-    const cols = job.shape.length >= 2 ? job.shape[1]! * elementCount(job.shape.slice(2)) : count;
-    others.forEach((i, k) => {
-      const params = job.inputs[i]!.params;
-      const density = params.get("density") ?? 1;
-      const delta = deltas[k]!;
-      if (density >= 1) return;
-      const before = rescale ? l1Norm(delta) : 0;
-      const stream = streamKey(`${job.name}\u0000${i}`);
-      switch (job.method) {
-        case "ties":
-          magnitudeSparsify(delta, density);
-          break;
-        case "breadcrumbs":
-        case "breadcrumbs_ties":
-          outlierSparsify(delta, density, params.get("gamma") ?? 0.01);
-          break;
-        case "dare_linear":
-        case "dare_ties":
-          randomSparsify(delta, density, seed, stream);
-          break;
-        case "della":
-        case "della_linear":
-          dellaSparsify(delta, cols, density, params.get("epsilon") ?? 0.15, seed, stream);
-          break;
-      }
-      if (rescale) l1Rescale(delta, before, round);
-    });
-  }
   combineKernel(
     base,
     deltas,
@@ -376,14 +418,49 @@ function taskArithmeticJob(
       normalize: (job.params.get("normalize") ?? 0) !== 0,
       lambda: job.params.get("lambda") ?? 1,
     },
-    dtype,
+    job.computeDtype,
     out,
-    count,
+    out.length,
     scratch,
   );
 }
 
-function slerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array, round: Round): void {
+function taskArithmeticJob(
+  job: TensorJob,
+  xs: Float32Array[],
+  out: Float32Array,
+  seed: number,
+  scratch: Float32Array,
+): void {
+  const deltas = taskVectors(job, xs, out.length);
+  if (deltas === null) {
+    out.set(xs[job.base]!);
+    return;
+  }
+  if (!isElementWise(job)) for (const task of sparsifyTasks(job, deltas, seed)) sparsifyDelta(task);
+  combineTaskVectors(job, xs[job.base]!, deltas, out, scratch);
+}
+
+/**
+ * A whole-tensor task-arithmetic job whose task vectors are sparsified by `sparsify` (worker threads: each vector is
+ * handed over and back, not copied), then combined here.
+ */
+async function taskArithmeticParallel(
+  job: TensorJob,
+  xs: Float32Array[],
+  out: Float32Array,
+  options: ExecuteOptions & { sparsify: (task: SparsifyTask) => Promise<Float32Array> },
+): Promise<void> {
+  const deltas = taskVectors(job, xs, out.length);
+  if (deltas === null) {
+    out.set(xs[job.base]!);
+    return;
+  }
+  const done = await Promise.all(sparsifyTasks(job, deltas, options.seed ?? 0).map((task) => options.sparsify(task)));
+  combineTaskVectors(job, xs[job.base]!, done, out, new Float32Array(out.length));
+}
+
+function slerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array): void {
   if (xs.length === 1) {
     out.set(xs[0]!);
     return;

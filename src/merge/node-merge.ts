@@ -135,6 +135,7 @@ async function writeMerge(
         chunkElements: options.chunkElements,
         seed: options.seed,
         compute: pool?.compute,
+        sparsify: pool?.sparsify,
         inFlight: pool === null ? 1 : pool.size * 2,
         signal: options.signal,
         onBytes(read, written) {

@@ -7,7 +7,7 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import { SafetensorError, type SafetensorErrorCode } from "../format/errors.js";
-import type { ChunkCompute } from "./execute.js";
+import type { ChunkCompute, SparsifyTask } from "./execute.js";
 import type { BakeBlock } from "./lora.js";
 
 /** At most this many worker threads by default (and never more than the CPUs). */
@@ -83,19 +83,25 @@ export class ChunkPool {
   /** Compute a merge chunk on the least busy worker. */
   readonly compute: ChunkCompute = (job, raws, count) => this.#run({ kind: "chunk", job, raws, count });
 
+  /** Sparsify a whole-tensor task vector on the least busy worker (its buffer is handed over and back). */
+  sparsify = (task: SparsifyTask): Promise<Float32Array> =>
+    this.#run({ kind: "sparsify", task }, [task.delta.buffer as ArrayBuffer]).then(
+      (bytes) => new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4),
+    );
+
   /** Bake a LoRA block of rows on the least busy worker. */
   bake(block: BakeBlock): Promise<Uint8Array> {
     return this.#run({ kind: "bake", block });
   }
 
-  #run(task: object): Promise<Uint8Array> {
+  #run(task: object, transfer: ArrayBuffer[] = []): Promise<Uint8Array> {
     return new Promise<Uint8Array>((resolve, reject) => {
       let target = 0;
       for (let i = 1; i < this.#load.length; i++) if (this.#load[i]! < this.#load[target]!) target = i;
       const id = this.#nextId++;
       this.#pending.set(id, { resolve, reject });
       this.#load[target]!++;
-      this.#workers[target]!.postMessage({ id, ...task });
+      this.#workers[target]!.postMessage({ id, ...task }, transfer);
     });
   }
 

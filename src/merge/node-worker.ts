@@ -3,19 +3,25 @@
  * pure code as the main thread (`computeChunk`, `bakeBlock`) and hands the encoded bytes back (transferred).
  */
 import { parentPort } from "node:worker_threads";
-import { computeChunk } from "./execute.js";
+import { computeChunk, type SparsifyTask, sparsifyDelta } from "./execute.js";
 import { type BakeBlock, bakeBlock } from "./lora.js";
 import type { TensorJob } from "./plan.js";
 
 type Request =
   | { id: number; kind: "chunk"; job: TensorJob; raws: Uint8Array[]; count: number }
-  | { id: number; kind: "bake"; block: BakeBlock };
+  | { id: number; kind: "bake"; block: BakeBlock }
+  | { id: number; kind: "sparsify"; task: SparsifyTask };
 
 parentPort!.on("message", (request: Request) => {
   const id = request.id;
   try {
-    const bytes =
-      request.kind === "chunk" ? computeChunk(request.job, request.raws, request.count) : bakeBlock(request.block);
+    let bytes: Uint8Array;
+    if (request.kind === "chunk") bytes = computeChunk(request.job, request.raws, request.count);
+    else if (request.kind === "bake") bytes = bakeBlock(request.block);
+    else {
+      const delta = sparsifyDelta(request.task);
+      bytes = new Uint8Array(delta.buffer, delta.byteOffset, delta.byteLength);
+    }
     parentPort!.postMessage({ id, bytes }, [bytes.buffer as ArrayBuffer]);
   } catch (error) {
     parentPort!.postMessage({
