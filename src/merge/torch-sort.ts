@@ -151,7 +151,7 @@ class PairSorter {
 
 /**
  * Entries of `values` (float32 keys) whose position after torch's unstable sort (`descending` or not) is in
- * [from, to): a mask of 1s and 0s by original index.
+ * [from, to): a mask of 1s and 0s by original index. `values` is reordered (pass a copy to keep it).
  */
 export function sortedPositionMask(
   values: Float32Array,
@@ -162,7 +162,7 @@ export function sortedPositionMask(
   const n = values.length;
   const mask = new Uint8Array(n);
   if (from >= to) return mask;
-  const v = values.slice();
+  const v = values;
   const ix = new Int32Array(n);
   for (let i = 0; i < n; i++) ix[i] = i;
   const sorter = new PairSorter(v, ix, descendingOrder ? descending : ascending);
