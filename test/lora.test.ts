@@ -5,6 +5,7 @@
  * B @ A runs through BLAS, which sums the rank in an order of its own).
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -98,5 +99,43 @@ test("lora merge on the command line, and adapters refused by name", async () =>
     assert.ok(!fs.existsSync(path.join(out, "n")));
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
+  }
+});
+
+const python = (() => {
+  const found = process.env.SAFETENSORS_MERGE_PYTHON ?? "/work/venv/bin/python";
+  if (!fs.existsSync(found)) return null;
+  return spawnSync(found, ["-c", "import torch, transformers"], { stdio: "ignore" }).status === 0 ? found : null;
+})();
+
+test("transformers loads every baked model, and its logits are those of PEFT's merged model", {
+  skip: python === null ? "no Python with torch and transformers (set SAFETENSORS_MERGE_PYTHON)" : false,
+}, async () => {
+  const names = Object.keys(cases).filter((name) => !name.startsWith("gpt2"));
+  const outs = await Promise.all(
+    names.map(async (name) => {
+      const spec = cases[name]!;
+      const out = fs.mkdtempSync(path.join(os.tmpdir(), `lora-logits-${name}-`));
+      await bakeLora(
+        path.join(FIXTURES, spec.base),
+        spec.adapters.map((a, i) => ({ location: path.join(FIXTURES, "adapters", a), weight: spec.weights[i] })),
+        out,
+      );
+      return out;
+    }),
+  );
+  try {
+    const pairs = names.flatMap((name, i) => [outs[i]!, path.join(FIXTURES, "expected", `${name}.safetensors`)]);
+    const result = spawnSync(python!, [path.join(repoRoot, "scripts", "merge_logits_check.py"), ...pairs], {
+      encoding: "utf8",
+    });
+    assert.equal(result.status, 0, result.stderr);
+    const lines = result.stdout.trim().split("\n").slice(-names.length);
+    names.forEach((name, i) => {
+      const { max_abs, max_ref } = JSON.parse(lines[i]!);
+      assert.ok(max_abs <= 1e-2 * Math.max(1, max_ref), `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
+    });
+  } finally {
+    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
   }
 });

@@ -5,6 +5,7 @@
  * scalars (norms, angles) come from numpy/torch reductions summed in another order. DARE and DELLA: the keep rate and the rescale, statistically.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -274,5 +275,39 @@ test("a merge stops at an aborted signal and leaves the output directory as it w
     assert.deepEqual(fs.readdirSync(out).sort(), before);
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
+  }
+});
+
+/** A Python with torch and transformers for the logits check (SAFETENSORS_MERGE_PYTHON, else /work/venv's). */
+function transformersPython(): string | null {
+  const python = process.env.SAFETENSORS_MERGE_PYTHON ?? "/work/venv/bin/python";
+  if (!fs.existsSync(python)) return null;
+  const probe = spawnSync(python, ["-c", "import torch, transformers"], { stdio: "ignore" });
+  return probe.status === 0 ? python : null;
+}
+
+const python = transformersPython();
+
+test("transformers loads every merged output, and its logits are those of mergekit's model", {
+  skip: python === null ? "no Python with torch and transformers (set SAFETENSORS_MERGE_PYTHON)" : false,
+}, async () => {
+  const names = Object.keys(MODES);
+  const outs = await Promise.all(names.map((name) => runFixture(name)));
+  try {
+    const pairs = names.flatMap((name, i) => [outs[i]!, path.join(FIXTURES, "expected", name, "model.safetensors")]);
+    const result = spawnSync(python!, [path.join(repoRoot, "scripts", "merge_logits_check.py"), ...pairs], {
+      encoding: "utf8",
+    });
+    assert.equal(result.status, 0, result.stderr);
+    const lines = result.stdout.trim().split("\n").slice(-names.length);
+    names.forEach((name, i) => {
+      const { max_abs, max_ref } = JSON.parse(lines[i]!);
+      // Same tensors give the same logits; DARE and DELLA drop other entries than mergekit's, so their logits
+      // only stay of the same size.
+      const bound = MODES[name]!.mode === "stats" ? max_ref : 1e-3 * Math.max(1, max_ref);
+      assert.ok(max_abs <= bound, `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
+    });
+  } finally {
+    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
   }
 });

@@ -136,7 +136,7 @@ async function writeMerge(
         seed: options.seed,
         compute: pool?.compute,
         sparsify: pool?.sparsify,
-        inFlight: pool === null ? 1 : pool.size * 2,
+        inFlight: pool === null ? 1 : pool.size + 1,
         signal: options.signal,
         onBytes(read, written) {
           progress.bytesRead += read;

@@ -81,7 +81,14 @@ export class ChunkPool {
   }
 
   /** Compute a merge chunk on the least busy worker. */
-  readonly compute: ChunkCompute = (job, raws, count) => this.#run({ kind: "chunk", job, raws, count });
+  readonly compute: ChunkCompute = (job, raws, count) =>
+    // Reads that own their whole buffer are handed over rather than copied.
+    this.#run(
+      { kind: "chunk", job, raws, count },
+      raws
+        .filter((r) => r.byteOffset === 0 && r.byteLength === r.buffer.byteLength)
+        .map((r) => r.buffer as ArrayBuffer),
+    );
 
   /** Sparsify a whole-tensor task vector on the least busy worker (its buffer is handed over and back). */
   sparsify = (task: SparsifyTask): Promise<Float32Array> =>
