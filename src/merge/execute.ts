@@ -146,10 +146,13 @@ export async function executeJob(
       }
     }),
   );
-  const out = new Float32Array(count);
+  let out: Float32Array;
   if (options.sparsify !== undefined && isTaskArithmetic(job)) {
-    await taskArithmeticParallel(job, xs, out, { ...options, sparsify: options.sparsify });
-  } else mergeValues(job, xs, out, options.seed ?? 0, new Float32Array(count));
+    out = await taskArithmeticParallel(job, xs, count, { ...options, sparsify: options.sparsify });
+  } else {
+    out = new Float32Array(count);
+    mergeValues(job, xs, out, options.seed ?? 0, new Float32Array(count));
+  }
   xs.length = 0;
   for (let done = 0; done < count; done += DEFAULT_CHUNK_ELEMENTS) {
     const m = Math.min(DEFAULT_CHUNK_ELEMENTS, count - done);
@@ -448,16 +451,17 @@ function taskArithmeticJob(
 async function taskArithmeticParallel(
   job: TensorJob,
   xs: Float32Array[],
-  out: Float32Array,
+  count: number,
   options: ExecuteOptions & { sparsify: (task: SparsifyTask) => Promise<Float32Array> },
-): Promise<void> {
-  const deltas = taskVectors(job, xs, out.length);
-  if (deltas === null) {
-    out.set(xs[job.base]!);
-    return;
-  }
+): Promise<Float32Array> {
+  const deltas = taskVectors(job, xs, count);
+  if (deltas === null) return xs[job.base]!;
   const done = await Promise.all(sparsifyTasks(job, deltas, options.seed ?? 0).map((task) => options.sparsify(task)));
-  combineTaskVectors(job, xs[job.base]!, done, out, new Float32Array(out.length));
+  // The combination reads every task vector at an entry before it writes that entry, so the first vector takes the
+  // result and the second the divisors: two float32 copies of the tensor less (the embedding's 0.5 GiB each).
+  const out = done[0]!;
+  combineTaskVectors(job, xs[job.base]!, done, out, done[1] ?? new Float32Array(count));
+  return out;
 }
 
 function slerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array): void {
