@@ -19,6 +19,7 @@ import { loadFile } from "../src/node-files.js";
 import { openSharded } from "../src/shards/node.js";
 import type { Tensor } from "../src/tensor.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { startEdgeServer } from "./helpers/edge-server.js";
 import { killAtWrite } from "./helpers/kill-child.js";
 import { cli } from "./helpers/run-cli.js";
 
@@ -309,5 +310,44 @@ test("transformers loads every merged output, and its logits are those of mergek
     });
   } finally {
     for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test("models at http(s):// locations are read by range: the same bytes as from disk, only the tensors' bytes fetched", async () => {
+  const files = new Map<string, { bytes: Uint8Array }>();
+  for (const model of ["base", "ft1", "ft2"]) {
+    for (const file of fs.readdirSync(path.join(FIXTURES, "models", model))) {
+      files.set(`/${model}/${file}`, { bytes: fs.readFileSync(path.join(FIXTURES, "models", model, file)) });
+    }
+  }
+  const server = await startEdgeServer(files);
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), "merge-remote-"));
+  try {
+    const yaml = fs
+      .readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")
+      .replaceAll("models/ft3", "models/ft2")
+      .replaceAll("models/", `${server.url}/`);
+    const local = await runFixture("ties");
+    try {
+      await mergeModels(
+        fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8").replaceAll("models/ft3", "models/ft2"),
+        local,
+        { modelsDir: FIXTURES },
+      );
+      await mergeModels(yaml, out);
+      const a = fs.readFileSync(path.join(out, "model.safetensors"));
+      const b = fs.readFileSync(path.join(local, "model.safetensors"));
+      assert.ok(a.equals(b), "a remote merge writes the bytes of the same merge from disk");
+      assert.ok(fs.existsSync(path.join(out, "tokenizer.json")), "the base's tokenizer files are fetched too");
+      assert.ok(
+        server.requests.some((r) => r.range !== null),
+        "tensors are read with Range requests",
+      );
+    } finally {
+      fs.rmSync(local, { recursive: true, force: true });
+    }
+  } finally {
+    await server.close();
+    fs.rmSync(out, { recursive: true, force: true });
   }
 });
