@@ -153,7 +153,7 @@ async function writeBake(
   // Blocks of rows are baked on worker threads (r multiply-adds an element: the bake's arithmetic) while this thread
   // reads the next and writes finished ones.
   const pool = ChunkPool.create(options.threads);
-  const depth = pool === null ? 1 : pool.size * 2;
+  const depth = pool === null ? 1 : pool.size + 1;
   const files = await writeCheckpoint(outDir, outputs, sideFiles, options, async (tensor, write) => {
     const t = byName.get(tensor.name)!;
     const count = elementCount(t.shape);
