@@ -94,6 +94,10 @@ export {
   SyncSourceAdapter,
 } from "./io/async-source.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
+export { MERGE_METHODS, type MergeConfig, type MergeMethod, parseMergeConfig } from "./merge/config.js";
+export { type ExecuteOptions, executeJob, type MergeReader, type MergeSink } from "./merge/execute.js";
+export { type AdapterConfig, parseAdapterConfig, planLora } from "./merge/lora.js";
+export { type MergePlan, type ModelCatalog, planMerge, type TensorJob } from "./merge/plan.js";
 export {
   type Container,
   type ContainerFormat,
@@ -190,10 +194,6 @@ export {
   type SlicePlan,
   slice,
 } from "./slice/index.js";
-export { MERGE_METHODS, type MergeConfig, type MergeMethod, parseMergeConfig } from "./merge/config.js";
-export { type ExecuteOptions, executeJob, type MergeReader, type MergeSink } from "./merge/execute.js";
-export { type AdapterConfig, parseAdapterConfig, planLora } from "./merge/lora.js";
-export { type MergePlan, type ModelCatalog, planMerge, type TensorJob } from "./merge/plan.js";
 
 declare global {
   // `SafetensorsFile` is Disposable (`using file = openFile(...)`). Declaring the well-known symbol here, the way

@@ -79,6 +79,20 @@ export {
   type WriterOptions,
 } from "./io/stream-writer.js";
 export {
+  type AdapterSpec,
+  type BakeLoraOptions,
+  type BakeProgress,
+  type BakeSummary,
+  bakeLora,
+} from "./merge/node-lora.js";
+export {
+  type MergeModelsOptions,
+  type MergeProgress,
+  type MergeSummary,
+  mergeModels,
+  parseMergeYaml,
+} from "./merge/node-merge.js";
+export {
   type ConversionReport,
   convertPickleFile,
   convertToTorchFile,
@@ -103,20 +117,6 @@ export {
   type SaveFileOptions,
   saveFile,
 } from "./read/node-files.js";
-export {
-  type MergeModelsOptions,
-  type MergeProgress,
-  type MergeSummary,
-  mergeModels,
-  parseMergeYaml,
-} from "./merge/node-merge.js";
-export {
-  type AdapterSpec,
-  type BakeLoraOptions,
-  type BakeProgress,
-  type BakeSummary,
-  bakeLora,
-} from "./merge/node-lora.js";
 export type { S3Options } from "./remote/s3.js";
 export {
   isShardedTarget,

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 import { toFloat32 } from "../src/codecs/index.js";
 import { bakeLora } from "../src/merge/node-lora.js";
-import { loadFile } from "../src/node-files.js";
+import { loadFile } from "../src/read/node-files.js";
 import { openSharded } from "../src/shards/node.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { cli } from "./helpers/run-cli.js";

@@ -8,7 +8,7 @@ import { fromFloat32, toFloat32 } from "../codecs/index.js";
 import type { Dtype } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
-import { type NodeOpenOptions, openAsync } from "../io/node-async.js";
+import { type NodeOpenOptions, openAsync } from "../read/node-async.js";
 import { elementBytes, elementCount } from "./execute.js";
 import {
   type AdapterInput,

@@ -7,7 +7,7 @@
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { SafetensorError } from "../format/errors.js";
-import type { NodeOpenOptions } from "../io/node-async.js";
+import type { NodeOpenOptions } from "../read/node-async.js";
 import { type MergeConfig, parseMergeConfig } from "./config.js";
 import { executeJob, type MergeReader } from "./execute.js";
 import { outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";

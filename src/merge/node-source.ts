@@ -6,11 +6,11 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { AsyncSafetensorsFile } from "../async-file.js";
-import { toSource } from "../async-file.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import type { ByteSourceOpener } from "../io/async-source.js";
-import { type NodeOpenOptions, openAsync, withEnvironment } from "../io/node-async.js";
+import type { AsyncSafetensorsFile } from "../read/async-file.js";
+import { toSource } from "../read/async-file.js";
+import { type NodeOpenOptions, openAsync, withEnvironment } from "../read/node-async.js";
 import { resolveS3 } from "../remote/s3.js";
 import { checkShards, INDEX_FILE_NAME, parseIndex } from "../shards/index.js";
 import { type CatalogTensor, countLayers, type ModelCatalog } from "./plan.js";
