@@ -70,7 +70,12 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
   });
 }
 
-/** Element-wise: memory of a few chunks per input (<= 256 MiB; issue 21: <= 1/20 of mergekit's, 7.8 GB measured). */
+/**
+ * Element-wise: memory of a few chunks per input (<= 256 MiB; issue 21: <= 1/20 of mergekit's, 7.8 GB measured).
+ * Run of 2026-12-02 03:45 (commit 1802988, load 7-9 on 2 cores, --runs 1): ours 49.2 s and 267 MiB, mergekit 59.3 s
+ * and 7830 MiB: 1.21x (goal 10x: lost) at 1/29 of mergekit's memory. Our CPU time is ~25 s (products from tables,
+ * two workers); under that load the wall time is several times the CPU time.
+ */
 export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
   ratio: 10,
   rssMaxMib: 256,
