@@ -44,6 +44,8 @@ const SLOW = {
   "owned.test.ts": "owned copies on every backend, with and without the addon",
   "journal.test.ts": "journals in child processes",
   "manifest.test.ts": "flipped bytes in every tensor of real files",
+  "merge.test.ts": "merges killed mid-commit in child processes; transformers' logits in Python",
+  "lora.test.ts": "transformers' logits in Python",
 };
 
 const files = readdirSync("test")
