@@ -90,6 +90,12 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
   rssMaxMib: 2560,
 });
 
+/**
+ * Run of 2026-12-02 04:11 (commit 42a7f69, load 8-10, --runs 1): ours 47.4 s and 326 MiB, PEFT 29.2 s and 2868 MiB:
+ * 0.62x (goal 2x: lost) at 1/8.8 of PEFT's memory. The bake is r multiply-adds per weight (16 G for this adapter) in
+ * scalar JavaScript on two workers; PEFT's B @ A runs in BLAS. A SIMD kernel (WASM f32x4 or the addon) is the way
+ * to the goal.
+ */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
   method: {
