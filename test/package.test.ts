@@ -23,6 +23,11 @@ import { saveFile, Tensor } from "../src/node.js";
 import { repoRoot } from "./helpers/reference.js";
 
 const TSC = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+/**
+ * The Node that runs tsc: this one, or SAFETENSORS_TSC_NODE (scripts/node-matrix.mjs sets the host's under arm64
+ * emulation, where one tsc run took minutes; type checking does not depend on the CPU).
+ */
+const TSC_NODE = process.env.SAFETENSORS_TSC_NODE || process.execPath;
 const PACKAGE_FILES = [
   "package.json",
   "README.md",
@@ -286,7 +291,7 @@ console.log(JSON.stringify({ ...copyCounters, bytes }));`;
     const nodeNext = { module: "NodeNext", moduleResolution: "NodeNext", lib, outDir: "out" };
     ok(
       run(
-        process.execPath,
+        TSC_NODE,
         [TSC, "-p", tsconfig(withScripts, "tsconfig.nodenext.json", nodeNext, ["example.ts"])],
         withScripts,
       ),
@@ -294,11 +299,7 @@ console.log(JSON.stringify({ ...copyCounters, bytes }));`;
     );
     const bundler = { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true };
     ok(
-      run(
-        process.execPath,
-        [TSC, "-p", tsconfig(withScripts, "tsconfig.bundler.json", bundler, ["example.ts"])],
-        withScripts,
-      ),
+      run(TSC_NODE, [TSC, "-p", tsconfig(withScripts, "tsconfig.bundler.json", bundler, ["example.ts"])], withScripts),
       "tsc Bundler",
     );
     const ran = ok(run(process.execPath, [join("out", "example.js")], withScripts), "node out/example.js");
@@ -335,7 +336,7 @@ export const unused = [notInCore, compareCodePoints, quoteName, readHeaderJsonFa
       ["bundler", { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true }],
     ] as const) {
       const config = tsconfig(noScripts, `tsconfig.types-${name}.json`, options, ["types.ts"]);
-      ok(run(process.execPath, [TSC, "-p", config], noScripts), `tsc ${name} with lib ES2022, DOM`);
+      ok(run(TSC_NODE, [TSC, "-p", config], noScripts), `tsc ${name} with lib ES2022, DOM`);
     }
     // A browser build's resolution (the "browser" condition) sees the core's types for "safetensors-ts".
     writeFileSync(
@@ -348,7 +349,7 @@ export const used = [deserialize, openFile];
     );
     const browser = { module: "ESNext", moduleResolution: "Bundler", customConditions: ["browser"], lib, noEmit: true };
     const config = tsconfig(noScripts, "tsconfig.browser.json", browser, ["browser-types.ts"]);
-    ok(run(process.execPath, [TSC, "-p", config], noScripts), "tsc Bundler with the browser condition");
+    ok(run(TSC_NODE, [TSC, "-p", config], noScripts), "tsc Bundler with the browser condition");
     // At run time in Node: "." is the Node entry, the core has no file API and no internals, deep imports are refused.
     const probe = `const root = await import("safetensors-ts"), node = await import("safetensors-ts/node"), core = await import("safetensors-ts/core");
 const names = (m) => Object.keys(m).sort().join(",");
