@@ -64,6 +64,8 @@ export {
 } from "./format/serialize.js";
 export {
   BufferUsage,
+  type CacheEntryInfo,
+  type CacheStats,
   DEFAULT_GPU_CHUNK_BYTES,
   type GpuBufferLike,
   type GpuDeviceLike,
@@ -73,8 +75,11 @@ export {
   type GpuTensorPart,
   type LoadToGpuOptions,
   loadToGPU,
+  openWeightCache,
   type SourceCache,
   type TargetDtype,
+  WeightCache,
+  type WeightCacheOptions,
 } from "./gpu/index.js";
 export {
   type CacheOptions,

@@ -1,4 +1,15 @@
 /** WebGPU loading: checkpoints into device buffers, converted on the device, cached in OPFS. Pure: runs in browsers. */
+export {
+  CACHE_PIECE_BYTES,
+  type CacheEntryInfo,
+  type CacheStats,
+  DEFAULT_CACHE_BLOCK_BYTES,
+  DEFAULT_CACHE_MAX_BYTES,
+  DEFAULT_CACHE_NAME,
+  openWeightCache,
+  WeightCache,
+  type WeightCacheOptions,
+} from "./cache.js";
 export { CONVERT_WGSL } from "./convert.js";
 export {
   DEFAULT_GPU_CHUNK_BYTES,
