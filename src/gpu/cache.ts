@@ -395,6 +395,38 @@ class CachedSource implements ByteSource {
     return out;
   }
 
+  /** Block by block (the next one already on its way while `sink` takes one): at most two blocks in memory. */
+  async readChunks(
+    offset: number,
+    length: number,
+    sink: (chunk: Uint8Array) => void | Promise<void>,
+    options: ReadOptions = {},
+  ): Promise<void> {
+    const entry = this.entry;
+    if (entry === null || !this.cache.holds(entry) || length === 0) {
+      await sink(await this.read(offset, length, options));
+      return;
+    }
+    const size = entry.meta.blockBytes;
+    const first = Math.floor(offset / size);
+    const last = Math.floor((offset + length - 1) / size);
+    const part = (b: number) => {
+      const from = Math.max(offset, b * size);
+      const to = Math.min(offset + length, (b + 1) * size);
+      return this.blockPart(entry, b, from - b * size, to - b * size, options);
+    };
+    let next = part(first);
+    for (let b = first; b <= last; b++) {
+      const current = await next;
+      if (b < last) {
+        next = part(b + 1);
+        next.catch(() => {}); // reported when awaited
+      }
+      throwIfAborted(options.signal);
+      await sink(current);
+    }
+  }
+
   /**
    * Bytes [from, to) of block `b`: stored (and checked), or being fetched by another read, or fetched now (whole,
    * then stored). Checking `pending` and setting it happen in one turn, so no block is fetched twice at once.

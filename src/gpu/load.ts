@@ -246,9 +246,25 @@ async function copyAll<B extends GpuBufferLike>(
     }
   };
   const work = async () => {
+    // One staging buffer per worker, reused for every read: chunks are copied in as they arrive, so a load makes no
+    // garbage the size of a read (a fresh buffer per read left hundreds of MiB for the collector to find).
+    let staging: Uint8Array | null = null;
     while (next < plan.reads.length) {
       const read = plan.reads[next++]!;
-      const data = await files[read.file]!.readRange(read.start, read.end - read.start, { signal });
+      const length = read.end - read.start;
+      staging ??= new Uint8Array(chunkBytes);
+      const into = staging;
+      let filled = 0;
+      await files[read.file]!.readChunks(
+        read.start,
+        length,
+        (chunk) => {
+          into.set(chunk, filled);
+          filled += chunk.length;
+        },
+        { signal },
+      );
+      const data = into.subarray(0, length);
       throwIfAborted(signal);
       for (const segment of read.segments) {
         const tensor = plan.tensors[segment.tensor]!;

@@ -92,14 +92,23 @@ abstract class Decorator implements ByteSource {
 /** At most `concurrency` reads of `inner` in flight; the others wait their turn. */
 export function withConcurrencyLimit(inner: ByteSource, concurrency: number): ByteSource {
   const limiter = new Limiter(concurrency);
-  return new (class extends Decorator {
+  const limited = new (class extends Decorator {
     read(offset: number, length: number, options?: ReadOptions): Promise<Uint8Array> {
       return limiter.run(() => {
         throwIfAborted(options?.signal);
         return inner.read(offset, length, options);
       });
     }
-  })(inner);
+  })(inner) as ByteSource;
+  if (inner.readChunks) {
+    // A chunked read holds its slot until its last chunk is handed on.
+    limited.readChunks = (offset, length, sink, options) =>
+      limiter.run(() => {
+        throwIfAborted(options?.signal);
+        return inner.readChunks!(offset, length, sink, options);
+      });
+  }
+  return limited;
 }
 
 /** Options of `withCoalescing`. */

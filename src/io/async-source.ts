@@ -19,7 +19,30 @@ export interface ByteSource {
   readonly remote: boolean;
   /** Bytes [offset, offset + length), in memory the caller owns unless the source documents otherwise. */
   read(offset: number, length: number, options?: ReadOptions): Promise<Uint8Array>;
+  /**
+   * Optional: bytes [offset, offset + length) handed to `sink` in order, as consecutive chunks, each before the next
+   * is read (a chunk is valid only during its call). For readers that copy bytes onward (into a GPU buffer): no
+   * buffer of the whole range is made. `readChunks` below falls back to one `read`.
+   */
+  readChunks?(
+    offset: number,
+    length: number,
+    sink: (chunk: Uint8Array) => void | Promise<void>,
+    options?: ReadOptions,
+  ): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Bytes [offset, offset + length) of `source` to `sink` in chunks: the source's own `readChunks`, else one read. */
+export async function readChunks(
+  source: ByteSource,
+  offset: number,
+  length: number,
+  sink: (chunk: Uint8Array) => void | Promise<void>,
+  options: ReadOptions = {},
+): Promise<void> {
+  if (source.readChunks) return source.readChunks(offset, length, sink, options);
+  await sink(await source.read(offset, length, options));
 }
 
 /** What the first read returns: the source, now of known size, and bytes [0, min(headLength, byteLength)). */
@@ -86,6 +109,9 @@ export class MemoryByteSource extends SyncSourceAdapter {
   }
 }
 
+/** Chunks of `readChunks` over a Blob: one slice each. */
+const BLOB_CHUNK_BYTES = 4 << 20;
+
 /** A Blob or File (browser `<input type=file>`, drag and drop; also Node's Blob). Each read slices the Blob. */
 export class BlobSource implements ByteSource {
   readonly kind = "blob";
@@ -116,6 +142,18 @@ export class BlobSource implements ByteSource {
       throw new SafetensorError("SourceChanged", `read ${buffer.byteLength} of ${length} bytes at ${offset}`);
     }
     return new Uint8Array(buffer);
+  }
+
+  async readChunks(
+    offset: number,
+    length: number,
+    sink: (chunk: Uint8Array) => void | Promise<void>,
+    options: ReadOptions = {},
+  ): Promise<void> {
+    checkRange(this, offset, length);
+    for (let at = 0; at < length; at += BLOB_CHUNK_BYTES) {
+      await sink(await this.read(offset + at, Math.min(BLOB_CHUNK_BYTES, length - at), options));
+    }
   }
 
   async close(): Promise<void> {

@@ -15,6 +15,7 @@ import {
   isOpener,
   MemoryByteSource,
   type ReadOptions,
+  readChunks,
   throwIfAborted,
 } from "../io/async-source.js";
 import { type HfOptions, resolveHfUrl } from "../remote/hf.js";
@@ -257,6 +258,25 @@ export class AsyncSafetensorsFile extends HeaderView<ByteSource> {
       { signal: options.signal, maxGap: 0 },
     );
     return new Map(infos.map((info, i) => [info.name, new Tensor(info.dtype, info.shape, bytes[i]!)]));
+  }
+
+  /**
+   * Raw bytes [offset, offset + length) of the file to `sink` in consecutive chunks, each valid only during its call
+   * (the source's own chunks when it has `readChunks`: an HTTP body as it arrives; else one read).
+   */
+  async readChunks(
+    offset: number,
+    length: number,
+    sink: (chunk: Uint8Array) => void | Promise<void>,
+    options: AsyncGetOptions = {},
+  ): Promise<void> {
+    const source = this.live;
+    if (!(Number.isSafeInteger(offset) && offset >= 0 && length >= 0 && offset + length <= source.byteLength)) {
+      throw new SafetensorError("IoError", `range [${offset}, ${offset + length}) is outside the file`);
+    }
+    const fromHead = Math.max(0, Math.min(offset + length, this.head.length) - offset);
+    if (fromHead > 0) await sink(this.head.subarray(offset, offset + fromHead));
+    if (fromHead < length) await readChunks(source, offset + fromHead, length - fromHead, sink, options);
   }
 
   /** Raw bytes [offset, offset + length) of the file. */

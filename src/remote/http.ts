@@ -141,6 +141,106 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
     return this.request(offset, length, options.signal);
   }
 
+  /**
+   * Bytes [offset, offset + length) to `sink` as the response body delivers them (no buffer of the whole range). A
+   * body cut off midway is requested again from where it stopped (the pinned validators keep the versions apart),
+   * within the same retry budget as `read`.
+   */
+  async readChunks(
+    offset: number,
+    length: number,
+    sink: (chunk: Uint8Array) => void | Promise<void>,
+    options: ReadOptions = {},
+  ): Promise<void> {
+    const signal = options.signal;
+    throwIfAborted(signal);
+    if (this.closed) throw new SafetensorError("Closed", "source is closed");
+    const size = this.byteLength;
+    if (!(Number.isSafeInteger(offset) && offset >= 0 && length >= 0 && offset + length <= size)) {
+      throw new SafetensorError("IoError", `read of ${length} bytes at ${offset} is outside the file (${size} bytes)`);
+    }
+    const progress = { done: 0 };
+    for (let attempt = 0; progress.done < length; ) {
+      const before = progress.done;
+      try {
+        await this.streamAttempt(offset + before, length - before, sink, signal, progress);
+      } catch (error) {
+        if (!(error instanceof Retryable) || signal?.aborted) throw signal?.aborted ? signal.reason : unwrap(error);
+        if (progress.done > before) attempt = 0; // it moved on: the budget is for failures in a row
+        if (attempt >= this.retries) {
+          throw new SafetensorError(
+            "HttpError",
+            `${error.message} (${redactUrl(this.url)}, gave up after ${attempt + 1} attempts)`,
+            { cause: error.cause },
+          );
+        }
+        await sleep(Math.min(this.maxRetryDelayMs, this.retryDelayMs * 2 ** attempt), signal);
+        attempt++;
+      }
+    }
+  }
+
+  private async streamAttempt(
+    offset: number,
+    length: number,
+    sink: (chunk: Uint8Array) => void | Promise<void>,
+    signal: AbortSignal | undefined,
+    progress: { done: number },
+  ): Promise<void> {
+    const headers = new Headers(this.headers);
+    headers.set("Range", `bytes=${offset}-${offset + length - 1}`);
+    headers.set("Accept-Encoding", "identity");
+    let response: Response;
+    try {
+      const fetchFn = this.fetchFn;
+      response = await fetchFn(this.url, { headers, signal, redirect: "follow" });
+    } catch (cause) {
+      if (signal?.aborted) throw signal.reason;
+      throw new Retryable(`request failed: ${(cause as Error)?.message ?? cause}`, { cause });
+    }
+    if (response.status !== 206 || !response.body) {
+      // Anything but a plain partial answer: the whole-range path, with its handling of every other case.
+      await response.body?.cancel().catch(() => {});
+      const bytes = await this.request(offset, length, signal);
+      await sink(bytes);
+      progress.done += bytes.length;
+      return;
+    }
+    const match = CONTENT_RANGE.exec(response.headers.get("Content-Range")?.trim() ?? "");
+    if (!match || match[3] === "*" || Number(match[1]) !== offset || Number(match[2]) !== offset + length - 1) {
+      await response.body.cancel().catch(() => {});
+      throw new SafetensorError(
+        "HttpError",
+        `asked for bytes ${offset}-${offset + length - 1}, got ${response.headers.get("Content-Range")} from ${redactUrl(this.url)}`,
+      );
+    }
+    this.check(response, Number(match[3]));
+    this.checkEncoding(response);
+    const reader = response.body.getReader();
+    let got = 0;
+    try {
+      while (got < length) {
+        let next: ReadableStreamReadResult<Uint8Array>;
+        try {
+          next = await reader.read();
+        } catch (cause) {
+          if (signal?.aborted) throw signal.reason;
+          throw new Retryable(`response body failed: ${(cause as Error)?.message ?? cause}`, { cause });
+        }
+        if (next.done) throw new Retryable(`response body ended after ${got} of ${length} bytes`);
+        const chunk = next.value;
+        if (got + chunk.length > length) {
+          throw new SafetensorError("HttpError", `response body is longer than its Content-Range`);
+        }
+        got += chunk.length;
+        await sink(chunk);
+        progress.done += chunk.length;
+      }
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }
