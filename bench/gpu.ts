@@ -5,9 +5,14 @@
  * the device's queue being done) and the renderer process's peak resident memory (VmHWM: each load runs in a fresh
  * browser process). Rows:
  *
- * - `naive cold` / `naive again`: a fresh profile, then the same profile again (the browser's HTTP cache may serve);
+ * - `idle page`: the page with the library and a device, loading nothing (the floor of the renderer's memory);
+ * - `naive cold` / `naive again`: `fetch(url).arrayBuffer()` of the whole file, then `writeBuffer` per tensor, in a
+ *   fresh profile, then the same profile again (the browser's HTTP cache may serve). Chromium refuses a body over
+ *   its ArrayBuffer limit (~2 GiB): for the 2.37 GiB checkpoint it fails, as the issue's users report;
+ * - `naive per tensor`: the same within that limit: one Range request per tensor, `arrayBuffer()`, `writeBuffer`;
  * - `ours cold`: no cache; `ours cold+cache`: a fresh OPFS cache filled while loading; `ours from cache`: the next
- *   visit, served from that cache (nginx's log counts the bytes it still sent).
+ *   visit, served from that cache (nginx's log counts the bytes it still sent);
+ * - `fetch only`: the bytes fetched as `loadToGPU` fetches them, nothing written to the GPU (what fetching costs).
  *
  * `--only method` measures the write path instead: 1 GiB in 16 MiB tensors by `queue.writeBuffer` and by buffers
  * created `mappedAtCreation` (src/gpu/load.ts quotes the result).
@@ -27,7 +32,10 @@ const { values: args } = parseArgs({
   options: {
     runs: { type: "string", default: "3" },
     only: { type: "string", default: "load" },
-    rows: { type: "string", default: "naive cold,naive again,ours cold,ours cold+cache,ours from cache" },
+    rows: {
+      type: "string",
+      default: "idle page,naive cold,naive again,naive per tensor,ours cold,ours cold+cache,ours from cache,fetch only",
+    },
     dir: { type: "string" },
     json: { type: "string" },
   },
@@ -35,6 +43,8 @@ const { values: args } = parseArgs({
 const runs = Number(args.runs);
 const dir = path.resolve(args.dir ?? process.env.SAFETENSORS_BENCH_DIR ?? path.join(REPO_DIR, "bench/out"));
 const checkpoint = path.join(dir, CHECKPOINT_NAME);
+/** loadToGPU's options in the `ours` rows (JSON), for trying other chunk sizes and concurrencies. */
+const oursOptions = JSON.parse(process.env.GPU_BENCH_OPTIONS ?? "{}") as Record<string, unknown>;
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>gpu bench</title><script type="module">
 window.st = await import("/dist/index.js");
@@ -64,14 +74,66 @@ const LOADERS: Record<string, string> = {
     await device.queue.onSubmittedWorkDone();
     return { ms: performance.now() - t0, bytes, tensors };
   }`,
-  ours: `async (url, cached) => {
+  ours: `async (url, cached, options) => {
     const cache = cached ? await st.openWeightCache() : undefined;
     const t0 = performance.now();
-    const map = await st.loadToGPU(device, url, { cache });
+    const map = await st.loadToGPU(device, url, { ...options, cache });
     const ms = performance.now() - t0;
     let bytes = 0;
     for (const t of map.values()) bytes += t.byteLength;
     return { ms, bytes, tensors: map.size };
+  }`,
+  idle: `async () => ({ ms: 0, bytes: 0, tensors: 0 })`,
+  // The naive loader within Chrome's ArrayBuffer limit: one Range request per tensor, arrayBuffer(), writeBuffer.
+  naiveTensors: `async (url) => {
+    const t0 = performance.now();
+    const prefix = await (await fetch(url, { headers: { Range: "bytes=0-7" } })).arrayBuffer();
+    const n = Number(new DataView(prefix).getBigUint64(0, true));
+    const head = await (await fetch(url, { headers: { Range: "bytes=8-" + (7 + n) } })).arrayBuffer();
+    const header = JSON.parse(new TextDecoder().decode(head));
+    let bytes = 0, tensors = 0;
+    for (const [name, entry] of Object.entries(header)) {
+      if (name === "__metadata__") continue;
+      const [a, b] = entry.data_offsets;
+      const data = await (await fetch(url, { headers: { Range: "bytes=" + (8 + n + a) + "-" + (7 + n + b) } })).arrayBuffer();
+      const buffer = device.createBuffer({ size: Math.max(4, Math.ceil((b - a) / 4) * 4),
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+      device.queue.writeBuffer(buffer, 0, data, 0, b - a);
+      bytes += b - a; tensors++;
+    }
+    await device.queue.onSubmittedWorkDone();
+    return { ms: performance.now() - t0, bytes, tensors };
+  }`,
+  // What fetching alone costs: 4 Range requests of 16 MiB in flight, read into reused buffers (BYOB), no GPU.
+  fetchonly: `async (url, byob) => {
+    const t0 = performance.now();
+    const size = Number((await fetch(url, { headers: { Range: "bytes=0-0" } })).headers.get("Content-Range").split("/")[1]);
+    const chunk = 16 << 20;
+    let next = 0, bytes = 0;
+    const work = async () => {
+      let staging = new Uint8Array(chunk);
+      while (next < size) {
+        const start = next; next += chunk;
+        const end = Math.min(size, start + chunk);
+        const r = await fetch(url, { headers: { Range: "bytes=" + start + "-" + (end - 1) }, cache: "no-store" });
+        if (byob) {
+          const reader = r.body.getReader({ mode: "byob" });
+          let buf = staging.buffer, off = 0;
+          while (off < end - start) {
+            const { value, done } = await reader.read(new Uint8Array(buf, off, end - start - off));
+            if (done) break;
+            buf = value.buffer; off += value.length;
+          }
+          staging = new Uint8Array(buf);
+          bytes += off;
+        } else {
+          const reader = r.body.getReader();
+          for (;;) { const { value, done } = await reader.read(); if (done) break; staging.set(value, 0); bytes += value.length; }
+        }
+      }
+    };
+    await Promise.all([work(), work(), work(), work()]);
+    return { ms: performance.now() - t0, bytes, tensors: 0 };
   }`,
   method: `async (how) => {
     const size = 16 << 20, count = 64;
@@ -155,6 +217,7 @@ async function load(
   });
   try {
     const page = context.pages()[0] ?? (await context.newPage());
+    if (process.env.GPU_BENCH_REQUESTS) page.on("console", (m) => console.log("page:", m.text().slice(0, 200)));
     await page.goto(`${origin}/fx/index.html`);
     await page.waitForFunction("window.ready === true", undefined, { timeout: 60_000 });
     const result = (await page.evaluate(`(${body})(...${JSON.stringify(arg)})`)) as {
@@ -211,8 +274,17 @@ async function main(): Promise<void> {
     profiles.push(profile);
     return profile;
   };
-  const network = async () =>
-    (await nginx.log()).filter((e) => e.path.startsWith("/data/")).reduce((a, e) => a + e.bytes, 0);
+  const network = async () => {
+    const log = (await nginx.log()).filter((e) => e.path.startsWith("/data/"));
+    const kinds = new Map<string, number>();
+    for (const e of log) {
+      const [a, b] = (e.range ?? "bytes=0-0").slice(6).split("-").map(Number);
+      const key = `${e.status} asked ${(((b ?? 0) - (a ?? 0) + 1) / 2 ** 20).toFixed(1)} MiB sent ${(e.bytes / 2 ** 20).toFixed(1)} MiB`;
+      kinds.set(key, (kinds.get(key) ?? 0) + 1);
+    }
+    if (process.env.GPU_BENCH_REQUESTS) console.log([...kinds].map(([k, n]) => `  ${n} x ${k}`).join("\n"));
+    return log.reduce((a, e) => a + e.bytes, 0);
+  };
   const once = async (row: string, profile: string, body: string, arg: unknown[]) => {
     await nginx.clearLog();
     try {
@@ -239,11 +311,14 @@ async function main(): Promise<void> {
       const naive = fresh();
       const cached = fresh();
       const plan: [string, string, string, unknown[]][] = [
+        ["idle page", fresh(), LOADERS.idle!, []],
         ["naive cold", naive, LOADERS.naive!, [url]],
         ["naive again", naive, LOADERS.naive!, [url]],
-        ["ours cold", fresh(), LOADERS.ours!, [url, false]],
-        ["ours cold+cache", cached, LOADERS.ours!, [url, true]],
-        ["ours from cache", cached, LOADERS.ours!, [url, true]],
+        ["ours cold", fresh(), LOADERS.ours!, [url, false, oursOptions]],
+        ["ours cold+cache", cached, LOADERS.ours!, [url, true, oursOptions]],
+        ["ours from cache", cached, LOADERS.ours!, [url, true, oursOptions]],
+        ["naive per tensor", fresh(), LOADERS.naiveTensors!, [url]],
+        ["fetch only", fresh(), LOADERS.fetchonly!, [url, true]],
       ];
       for (const [row, profile, body, arg] of plan) if (rows.has(row)) await once(row, profile, body, arg);
       for (const p of profiles.splice(0)) fs.rmSync(p, { recursive: true, force: true });

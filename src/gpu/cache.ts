@@ -24,7 +24,7 @@ import {
   throwIfAborted,
 } from "../io/async-source.js";
 import { type HttpOptions, HttpSource } from "../remote/http.js";
-import type { SourceCache } from "./open.js";
+import { bypassHttpCache, type SourceCache } from "./open.js";
 
 export const DEFAULT_CACHE_NAME = "safetensors-ts-cache";
 export const DEFAULT_CACHE_BLOCK_BYTES = 4 << 20;
@@ -322,15 +322,6 @@ export class WeightCache implements SourceCache {
   holds(entry: Entry): boolean {
     return this.entries.get(entry.meta.url) === entry;
   }
-}
-
-/**
- * Requests past the browser's HTTP cache: the validators must come from the server (a cached 206 would hide a
- * change), and blocks stored here need no second copy there.
- */
-function bypassHttpCache(fetchFn: HttpOptions["fetch"]): NonNullable<HttpOptions["fetch"]> {
-  const inner = fetchFn ?? ((input, init) => globalThis.fetch(input, init));
-  return (input, init) => inner(input, { ...init, cache: "no-store" });
 }
 
 function blockLength(meta: Meta, block: number): number {

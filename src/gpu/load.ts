@@ -22,9 +22,14 @@ import { type GpuLoadInput, openInput, type SourceCache } from "./open.js";
 import { type LoadPlan, type PlanInput, pad4, planLoad, type TargetDtype } from "./plan.js";
 import { BufferUsage, type GpuBufferLike, type GpuDeviceLike } from "./webgpu.js";
 
-/** Largest read, and the staging buffer of conversions (default 16 MiB). */
-export const DEFAULT_GPU_CHUNK_BYTES = 16 << 20;
-/** Reads in flight: 4 for URLs, 2 for local sources. Page memory peaks near concurrency × chunkBytes. */
+/**
+ * Largest read, and each worker's staging buffer (default 4 MiB). Headless Chromium, the 2.37 GiB bench checkpoint
+ * from nginx, 4 reads in flight (`GPU_BENCH_OPTIONS='{"chunkBytes":N}' npm run bench:gpu -- --rows "ours cold"`,
+ * one run each, load 14-16): 16 MiB took 33.8 s with the renderer peaking at 605 MiB, 4 MiB 24.9 s and 416 MiB,
+ * 2 MiB 29.7 s and 407 MiB (an idle page: 131 MiB). Below 4 MiB the memory is no longer the chunks'.
+ */
+export const DEFAULT_GPU_CHUNK_BYTES = 4 << 20;
+/** Reads in flight: 4 for URLs, 2 for local sources. Staging memory is concurrency × chunkBytes. */
 export const DEFAULT_GPU_REMOTE_CONCURRENCY = 4;
 export const DEFAULT_GPU_LOCAL_CONCURRENCY = 2;
 /** Tensors closer than this in a file share a read (within chunkBytes). */
@@ -46,7 +51,7 @@ export interface LoadToGpuOptions extends AsyncShardedOptions, HttpOptions {
   usage?: number;
   /** Convert float tensors on the device: BF16, F16, F32 and F8 types to "f16" or "f32". Others load as stored. */
   dtype?: TargetDtype;
-  /** Largest read and staging allocation (default 16 MiB, rounded down to a multiple of 256, at least 64 KiB). */
+  /** Largest read and staging allocation (default 4 MiB, rounded down to a multiple of 256, at least 64 KiB). */
   chunkBytes?: number;
   /** Reads in flight (default 4 for URLs, 2 otherwise). */
   concurrency?: number;
@@ -246,25 +251,17 @@ async function copyAll<B extends GpuBufferLike>(
     }
   };
   const work = async () => {
-    // One staging buffer per worker, reused for every read: chunks are copied in as they arrive, so a load makes no
-    // garbage the size of a read (a fresh buffer per read left hundreds of MiB for the collector to find).
+    // One staging buffer per worker, reused for every read, that HTTP bodies are read straight into (BYOB): a load
+    // leaves no garbage the size of a read or of a body's chunk. Headless Chromium, bench checkpoint, 16 MiB reads:
+    // a fresh buffer per read peaked the renderer at 702 MiB, chunks copied into a reused buffer at 959 MiB (the
+    // chunks' own buffers waiting for the collector), read straight in at 588-605 MiB.
     let staging: Uint8Array | null = null;
     while (next < plan.reads.length) {
       const read = plan.reads[next++]!;
       const length = read.end - read.start;
       staging ??= new Uint8Array(chunkBytes);
-      const into = staging;
-      let filled = 0;
-      await files[read.file]!.readChunks(
-        read.start,
-        length,
-        (chunk) => {
-          into.set(chunk, filled);
-          filled += chunk.length;
-        },
-        { signal },
-      );
-      const data = into.subarray(0, length);
+      const data = await files[read.file]!.readInto(read.start, length, staging, { signal });
+      staging = new Uint8Array(data.buffer, data.byteOffset, chunkBytes);
       throwIfAborted(signal);
       for (const segment of read.segments) {
         const tensor = plan.tensors[segment.tensor]!;

@@ -108,6 +108,13 @@ export function withConcurrencyLimit(inner: ByteSource, concurrency: number): By
         return inner.readChunks!(offset, length, sink, options);
       });
   }
+  if (inner.readInto) {
+    limited.readInto = (offset, length, target, options) =>
+      limiter.run(() => {
+        throwIfAborted(options?.signal);
+        return inner.readInto!(offset, length, target, options);
+      });
+  }
   return limited;
 }
 

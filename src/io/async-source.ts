@@ -30,7 +30,38 @@ export interface ByteSource {
     sink: (chunk: Uint8Array) => void | Promise<void>,
     options?: ReadOptions,
   ): Promise<void>;
+  /**
+   * Optional: bytes [offset, offset + length) written into `target` (at least `length` long) with no buffer of the
+   * source's own. Like a BYOB stream reader, the source may transfer `target`'s ArrayBuffer: the result is a view of
+   * the same memory, which the caller uses (and reuses) from then on. `readInto` below falls back to chunks or a read.
+   */
+  readInto?(offset: number, length: number, target: Uint8Array, options?: ReadOptions): Promise<Uint8Array>;
   close(): Promise<void>;
+}
+
+/** `source.readInto` when it has one; else its chunks, or one read, copied into `target`. */
+export async function readInto(
+  source: ByteSource,
+  offset: number,
+  length: number,
+  target: Uint8Array,
+  options: ReadOptions = {},
+): Promise<Uint8Array> {
+  if (target.length < length)
+    throw new SafetensorError("InvalidOption", `target holds ${target.length} < ${length} bytes`);
+  if (source.readInto) return source.readInto(offset, length, target, options);
+  let at = 0;
+  await readChunks(
+    source,
+    offset,
+    length,
+    (chunk) => {
+      target.set(chunk, at);
+      at += chunk.length;
+    },
+    options,
+  );
+  return target.subarray(0, length);
 }
 
 /** Bytes [offset, offset + length) of `source` to `sink` in chunks: the source's own `readChunks`, else one read. */

@@ -16,6 +16,7 @@ import {
   MemoryByteSource,
   type ReadOptions,
   readChunks,
+  readInto,
   throwIfAborted,
 } from "../io/async-source.js";
 import { type HfOptions, resolveHfUrl } from "../remote/hf.js";
@@ -277,6 +278,31 @@ export class AsyncSafetensorsFile extends HeaderView<ByteSource> {
     const fromHead = Math.max(0, Math.min(offset + length, this.head.length) - offset);
     if (fromHead > 0) await sink(this.head.subarray(offset, offset + fromHead));
     if (fromHead < length) await readChunks(source, offset + fromHead, length - fromHead, sink, options);
+  }
+
+  /**
+   * Raw bytes [offset, offset + length) of the file written into `target` (see `ByteSource.readInto`: use the
+   * returned view, over the same memory, from then on).
+   */
+  async readInto(
+    offset: number,
+    length: number,
+    target: Uint8Array,
+    options: AsyncGetOptions = {},
+  ): Promise<Uint8Array> {
+    const source = this.live;
+    if (!(Number.isSafeInteger(offset) && offset >= 0 && length >= 0 && offset + length <= source.byteLength)) {
+      throw new SafetensorError("IoError", `range [${offset}, ${offset + length}) is outside the file`);
+    }
+    const fromHead = Math.max(0, Math.min(offset + length, this.head.length) - offset);
+    if (fromHead === length) {
+      target.set(this.head.subarray(offset, offset + length));
+      return target.subarray(0, length);
+    }
+    const rest = await readInto(source, offset + fromHead, length - fromHead, target.subarray(fromHead), options);
+    const out = new Uint8Array(rest.buffer, rest.byteOffset - fromHead, length);
+    out.set(this.head.subarray(offset, offset + fromHead));
+    return out;
   }
 
   /** Raw bytes [offset, offset + length) of the file. */

@@ -153,6 +153,85 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
     options: ReadOptions = {},
   ): Promise<void> {
     const signal = options.signal;
+    await this.resumable(offset, length, signal, async (from, count, progress) => {
+      const response = await this.rangeResponse(from, count, signal);
+      if (response === null) {
+        const bytes = await this.request(from, count, signal);
+        await sink(bytes);
+        progress.done += bytes.length;
+        return;
+      }
+      await pump(response.body!.getReader(), count, signal, async (chunk) => {
+        await sink(chunk);
+        progress.done += chunk.length;
+      });
+    });
+  }
+
+  /**
+   * Bytes [offset, offset + length) read straight into `target`'s memory (a BYOB reader where the body is a byte
+   * stream, as in browsers: no buffer per chunk, nothing for the collector). The ArrayBuffer is transferred on the
+   * way: use the returned view (same memory) from then on. Cut-off bodies resume as in `readChunks`.
+   */
+  async readInto(offset: number, length: number, target: Uint8Array, options: ReadOptions = {}): Promise<Uint8Array> {
+    const signal = options.signal;
+    const state = { buffer: target.buffer as ArrayBuffer, base: target.byteOffset };
+    const at = (progress: { done: number }, count: number) =>
+      new Uint8Array(state.buffer, state.base + progress.done, count);
+    await this.resumable(offset, length, signal, async (from, count, progress) => {
+      if (state.buffer.byteLength === 0) {
+        // A failed BYOB read kept the buffer it was given: start over in a new one.
+        state.buffer = new ArrayBuffer(state.base + length);
+        progress.done = 0;
+        throw new Retryable("the read buffer was lost with a failed read");
+      }
+      const response = await this.rangeResponse(from, count, signal);
+      if (response === null) {
+        const bytes = await this.request(from, count, signal);
+        at(progress, count).set(bytes);
+        progress.done += count;
+        return;
+      }
+      let reader: ReadableStreamBYOBReader;
+      try {
+        reader = response.body!.getReader({ mode: "byob" });
+      } catch {
+        // Not a byte stream here: chunks, copied.
+        await pump(response.body!.getReader(), count, signal, (chunk) => {
+          at(progress, chunk.length).set(chunk);
+          progress.done += chunk.length;
+        });
+        return;
+      }
+      let got = 0;
+      try {
+        while (got < count) {
+          let next: ReadableStreamReadResult<Uint8Array>;
+          try {
+            next = await reader.read(at(progress, count - got) as Uint8Array<ArrayBuffer>);
+          } catch (cause) {
+            if (signal?.aborted) throw signal.reason;
+            throw new Retryable(`response body failed: ${(cause as Error)?.message ?? cause}`, { cause });
+          }
+          if (next.value) state.buffer = next.value.buffer as ArrayBuffer;
+          if (next.done) throw new Retryable(`response body ended after ${got} of ${count} bytes`);
+          got += next.value.length;
+          progress.done += next.value.length;
+        }
+      } finally {
+        reader.cancel().catch(() => {});
+      }
+    });
+    return new Uint8Array(state.buffer, state.base, length);
+  }
+
+  /** The retry loop of chunked reads: `step` goes on from `progress.done`; failures in a row use the budget. */
+  private async resumable(
+    offset: number,
+    length: number,
+    signal: AbortSignal | undefined,
+    step: (offset: number, length: number, progress: { done: number }) => Promise<void>,
+  ): Promise<void> {
     throwIfAborted(signal);
     if (this.closed) throw new SafetensorError("Closed", "source is closed");
     const size = this.byteLength;
@@ -163,7 +242,7 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
     for (let attempt = 0; progress.done < length; ) {
       const before = progress.done;
       try {
-        await this.streamAttempt(offset + before, length - before, sink, signal, progress);
+        await step(offset + before, length - before, progress);
       } catch (error) {
         if (!(error instanceof Retryable) || signal?.aborted) throw signal?.aborted ? signal.reason : unwrap(error);
         if (progress.done > before) attempt = 0; // it moved on: the budget is for failures in a row
@@ -180,13 +259,12 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
     }
   }
 
-  private async streamAttempt(
+  /** A checked 206 response for exactly the range, or null for any other answer (left to `request`). */
+  private async rangeResponse(
     offset: number,
     length: number,
-    sink: (chunk: Uint8Array) => void | Promise<void>,
     signal: AbortSignal | undefined,
-    progress: { done: number },
-  ): Promise<void> {
+  ): Promise<Response | null> {
     const headers = new Headers(this.headers);
     headers.set("Range", `bytes=${offset}-${offset + length - 1}`);
     headers.set("Accept-Encoding", "identity");
@@ -199,12 +277,8 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
       throw new Retryable(`request failed: ${(cause as Error)?.message ?? cause}`, { cause });
     }
     if (response.status !== 206 || !response.body) {
-      // Anything but a plain partial answer: the whole-range path, with its handling of every other case.
       await response.body?.cancel().catch(() => {});
-      const bytes = await this.request(offset, length, signal);
-      await sink(bytes);
-      progress.done += bytes.length;
-      return;
+      return null;
     }
     const match = CONTENT_RANGE.exec(response.headers.get("Content-Range")?.trim() ?? "");
     if (!match || match[3] === "*" || Number(match[1]) !== offset || Number(match[2]) !== offset + length - 1) {
@@ -216,29 +290,7 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
     }
     this.check(response, Number(match[3]));
     this.checkEncoding(response);
-    const reader = response.body.getReader();
-    let got = 0;
-    try {
-      while (got < length) {
-        let next: ReadableStreamReadResult<Uint8Array>;
-        try {
-          next = await reader.read();
-        } catch (cause) {
-          if (signal?.aborted) throw signal.reason;
-          throw new Retryable(`response body failed: ${(cause as Error)?.message ?? cause}`, { cause });
-        }
-        if (next.done) throw new Retryable(`response body ended after ${got} of ${length} bytes`);
-        const chunk = next.value;
-        if (got + chunk.length > length) {
-          throw new SafetensorError("HttpError", `response body is longer than its Content-Range`);
-        }
-        got += chunk.length;
-        await sink(chunk);
-        progress.done += chunk.length;
-      }
-    } finally {
-      reader.cancel().catch(() => {});
-    }
+    return response;
   }
 
   async close(): Promise<void> {
@@ -392,6 +444,35 @@ export class HttpSource implements ByteSource, ByteSourceOpener {
   /** Whether the server honours Range requests (known after the first request). */
   get supportsRanges(): boolean {
     return this.rangesHonoured;
+  }
+}
+
+/** `count` bytes of a body to `take`, chunk by chunk; a body that ends early or fails is Retryable. */
+async function pump(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  count: number,
+  signal: AbortSignal | undefined,
+  take: (chunk: Uint8Array) => void | Promise<void>,
+): Promise<void> {
+  let got = 0;
+  try {
+    while (got < count) {
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (cause) {
+        if (signal?.aborted) throw signal.reason;
+        throw new Retryable(`response body failed: ${(cause as Error)?.message ?? cause}`, { cause });
+      }
+      if (next.done) throw new Retryable(`response body ended after ${got} of ${count} bytes`);
+      if (got + next.value.length > count) {
+        throw new SafetensorError("HttpError", "response body is longer than its Content-Range");
+      }
+      got += next.value.length;
+      await take(next.value);
+    }
+  } finally {
+    reader.cancel().catch(() => {});
   }
 }
 
