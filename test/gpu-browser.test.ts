@@ -136,6 +136,23 @@ test("a sharded checkpoint from nginx into buffers, read back equal to the files
   assert.ok(log.every((e) => e.status === 206 && e.bytes <= 1 << 20));
 });
 
+test("an hf:// location (a sharded checkpoint on a Hub-like server)", { skip, timeout }, async () => {
+  // hf://acme/tiny/FILE resolves to {hfEndpoint}/acme/tiny/resolve/main/FILE.
+  const hub = path.join(gpu.nginx.files, "hub", "acme", "tiny", "resolve", "main");
+  fs.mkdirSync(hub, { recursive: true });
+  for (const file of fs.readdirSync(path.join(gpu.nginx.files, "ckpt"))) {
+    fs.copyFileSync(path.join(gpu.nginx.files, "ckpt", file), path.join(hub, file));
+  }
+  const digests = await gpu.run<Digest[]>(
+    `async (endpoint) => tensorDigests(await st.loadToGPU(device, "hf://acme/tiny/model.safetensors.index.json", { hfEndpoint: endpoint }))`,
+    `${gpu.nginx.url}/fx/hub`,
+  );
+  assert.deepEqual(
+    digests.map((d) => [d.name, d.sha256]),
+    fileOrder.map((name) => [name, sha(expected.get(name)!.bytes)]),
+  );
+});
+
 test("a File from an <input>, and a filter by names and by predicate", { skip, timeout }, async () => {
   const file = path.join(gpu.nginx.files, "ckpt", "model-00002-of-00003.safetensors");
   await gpu.page.setInputFiles("#file", file);
