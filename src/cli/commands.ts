@@ -23,7 +23,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: "SHA-256 of files (sha256sum format) and of each tensor's bytes",
     load: () => import("./hash.js"),
   },
-  { name: "get", summary: "write a tensor (or a slice of it) as raw bytes", load: () => import("./get.js") },
+  {
+    name: "get",
+    summary: "write a tensor (or a slice of it) as a .npy file or raw bytes",
+    load: () => import("./get.js"),
+  },
   {
     name: "shard",
     summary: "split into huggingface_hub's shards and index (byte copies)",

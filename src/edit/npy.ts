@@ -12,6 +12,8 @@
  *   rounded to nearest even (codecs/numpy.ts; float32 into F64 exactly). numpy's default float type is float64:
  *   `np.save(path, values)` of an array numpy made is `<f8`.
  * Big-endian and Fortran-order arrays are refused (save them with `np.ascontiguousarray(a).astype("<...")`).
+ *
+ * And the header of an array to write (`npyHeader`, for `safetensors get --out x.npy`), in the types above.
  */
 import { canEncode } from "../codecs/index.js";
 import { type Dtype, dtypeOf } from "../format/dtypes.js";
@@ -198,4 +200,38 @@ export function npyFits(array: NpyArray, dtype: Dtype, shape: readonly Dim[]): "
     `a .npy array of ${array.descr} does not fit a ${dtype} tensor (give ${own ?? `<V${width}`}` +
       `${canEncode(dtype) ? ", <f4 or <f8, which are rounded to nearest even" : ""})`,
   );
+}
+
+/**
+ * The numpy type a tensor of `dtype` is written as: its own (`<f4`, `|u1`, `<c8`...), or for the dtypes numpy lacks
+ * but whose items are whole bytes (BF16, the F8 kinds) untyped items of that width, `<V2` / `<V1`, as numpy saves
+ * ml_dtypes' bfloat16 and float8 arrays (`np.load(p).view(ml_dtypes.bfloat16)` gives the values back). Undefined for
+ * the sub-byte dtypes (F4, F6_*: several values a byte), which have no numpy layout.
+ */
+export function npyDescr(dtype: Dtype): string | undefined {
+  const own = DESCR[dtype];
+  if (own !== undefined) return own;
+  const bits = dtypeOf(dtype).bits;
+  return bits % 8 === 0 ? `<V${bits / 8}` : undefined;
+}
+
+/**
+ * The bytes before an array's data in a `.npy` file, as `np.save` writes them: format 1.0 (2.0 when the header
+ * needs over 65535 bytes), the dict padded with spaces to a multiple of 64 bytes and ended by a newline.
+ */
+export function npyHeader(descr: string, shape: readonly number[]): Uint8Array {
+  const dims = shape.length === 1 ? `${shape[0]},` : shape.join(", ");
+  const dict = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${dims}), }`;
+  const version = dict.length + 1 + 10 > 0xffff ? 2 : 1;
+  const prefix = version === 1 ? 10 : 12;
+  const total = Math.ceil((prefix + dict.length + 1) / 64) * 64;
+  const header = new Uint8Array(total);
+  header.set(MAGIC);
+  header[6] = version;
+  const view = new DataView(header.buffer);
+  if (version === 1) view.setUint16(8, total - prefix, true);
+  else view.setUint32(8, total - prefix, true);
+  header.set(new TextEncoder().encode(dict.padEnd(total - prefix - 1, " ")), prefix);
+  header[total - 1] = 0x0a;
+  return header;
 }
