@@ -185,7 +185,7 @@ describe("native addon: file mappings", () => {
     if (!need(t)) return;
     const fd = openSync(small, "r");
     try {
-      expectError(() => Mapping.open(fd, smallBytes.length + 1), "IoError", /EINVAL.*past the end/);
+      expectError(() => Mapping.open(fd, smallBytes.length + 1), "IoError", /past the end.*\(EINVAL\)/);
       // A shorter prefix is fine.
       const m = Mapping.open(fd, 10);
       assert.deepEqual(m.bytes(0, 10), smallBytes.subarray(0, 10));

@@ -1,6 +1,7 @@
 /** `safetensors diff A B`: tensor by tensor and metadata differences; exit status as diff(1) (0 same, 1 differ, 2 error). */
 import { isSafetensorError } from "../format/errors.js";
 import { type CheckpointDiff, diffCheckpoints, type TensorDiff, type TensorSide } from "../integrity/diff.js";
+import { explainInputError } from "../read/node-input.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 
@@ -99,7 +100,8 @@ Exit status as diff(1): 0 when the same, 1 when they differ, 2 on error.`,
     } catch (error) {
       // diff(1)'s convention: trouble is 2, not 1 (which means "they differ").
       if (!isSafetensorError(error)) throw error;
-      io.stderr(`error[${error.code}]: ${error.message}\n`);
+      const explained = explainInputError(error, positionals);
+      io.stderr(`error[${explained.code}]: ${explained.message}\n`);
       return 2;
     }
     for (const warning of result.warnings) io.stderr(`warning: ${warning}\n`);

@@ -19,9 +19,22 @@ function version(): string {
   return `safetensors-ts ${pkg.version}\n`;
 }
 
+/** A word where a command was expected that names a file, a checkpoint or a URL: what the user had in mind. */
+function looksLikeInput(word: string): boolean {
+  return (
+    fs.existsSync(word) || /\.(safetensors|json|gguf|pt|pth|bin|ckpt)$/i.test(word) || /^[a-z0-9]+:\/\//i.test(word)
+  );
+}
+
 async function load(name: string): Promise<Command> {
   const entry = COMMANDS.find((candidate) => candidate.name === name);
   if (entry === undefined) {
+    if (looksLikeInput(name)) {
+      const quoted = /^[\w./:@+=-]+$/.test(name) ? name : JSON.stringify(name);
+      throw new UsageError(
+        `unknown command ${JSON.stringify(name)}: to look inside it, run 'safetensors inspect ${quoted}'`,
+      );
+    }
     const names = COMMANDS.map((candidate) => candidate.name);
     throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, names)}`);
   }
@@ -30,6 +43,7 @@ async function load(name: string): Promise<Command> {
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
   let current: { name: string; command: Command } | undefined;
+  let inputs: string[] = [];
   const print = (text: string) => {
     io.stdout(text);
     return 0;
@@ -52,6 +66,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     const command = await load(name);
     current = { name, command };
     const { values, positionals } = parseOptions(rest, command.options);
+    inputs = positionals;
     if (globals.help || values.help) return print(commandHelp(command));
     if (globals.version || values.version) return print(version());
     const backend = backendOf(values.backend ?? globals.backend);
@@ -65,7 +80,9 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     // Output cut short by its reader is what the reader asked for (as ripgrep does): exit 0, say nothing.
     if (isBrokenPipe(error)) return 0;
     if (isSafetensorError(error)) {
-      io.stderr(`error[${error.code}]: ${error.message}\n`);
+      // Loaded here: node-input.ts loads the reader (and the addon), which a command's start-up does not always need.
+      const explained = (await import("../read/node-input.js")).explainInputError(error, inputs);
+      io.stderr(`error[${explained.code}]: ${explained.message}\n`);
       return 1;
     }
     const code = (error as NodeJS.ErrnoException)?.code;

@@ -12,10 +12,11 @@ import { isShardedTarget, openShardedInput } from "./sharded.js";
 function jsonOf(file: string, error: SafetensorError | undefined): string {
   if (!error) return `{"file":${JSON.stringify(file)},"ok":true}`;
   const tensor = error.tensor === undefined ? "" : `,"tensor":${JSON.stringify(error.tensor)}`;
+  const shard = error.file === undefined || error.file === file ? "" : `,"file":${JSON.stringify(error.file)}`;
   // NotSafetensors: the code of the header check the bytes failed (what the reference's own check would report).
   const cause = error.code === "NotSafetensors" && isSafetensorError(error.cause) ? error.cause.code : undefined;
   const check = cause === undefined ? "" : `,"headerCheck":"${cause}"`;
-  return `{"file":${JSON.stringify(file)},"ok":false,"error":{"code":"${error.code}","message":${JSON.stringify(error.message)}${tensor}${check}}}`;
+  return `{"file":${JSON.stringify(file)},"ok":false,"error":{"code":"${error.code}","message":${JSON.stringify(error.message)}${tensor}${shard}${check}}}`;
 }
 
 /** Files of `target` (a file, or a checkpoint's directory / index) that have an undo journal next to them. */
@@ -57,9 +58,10 @@ name when several are given). A file (or a shard) with an undo journal next to i
 was interrupted, is error[InterruptedEdit] with the command that recovers it. A file that is something else altogether (a PyTorch checkpoint, an index, a web
 page...) gets error[NotSafetensors] naming what it is.
 
---json prints {"file","ok"} or {"file","ok":false,"error":{"code","message"[,"tensor"][,"headerCheck"]}} for one
-FILE, an array of them for several, all on standard output; "headerCheck", for NotSafetensors, is the code of the
-header check those bytes fail (what a reader that does not sniff formats would report).
+--json prints {"file","ok"} or {"file","ok":false,"error":{"code","message"[,"tensor"][,"file"][,"headerCheck"]}}
+for one FILE, an array of them for several, all on standard output; error.file is the shard at fault in a sharded
+checkpoint; "headerCheck", for NotSafetensors, is the code of the header check those bytes fail (what a reader that
+does not sniff formats would report).
 Exit status 1 when any file is invalid.`,
   options: {
     json: { type: "boolean", help: "print the verdicts as JSON" },

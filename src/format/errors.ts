@@ -91,12 +91,54 @@ export class SafetensorError extends Error {
   readonly code: SafetensorErrorCode;
   /** The tensor the error is about, when there is one. */
   readonly tensor: string | undefined;
+  /**
+   * The file the error is about, when the code that failed knew it: the shard of a sharded checkpoint (also named in
+   * the message), or the path given to `openFile`.
+   */
+  readonly file: string | undefined;
+  /** `TensorNotFound`: the names closest to the one asked for, closest first (also in the message). */
+  readonly suggestions: readonly string[] | undefined;
 
-  constructor(code: SafetensorErrorCode, message: string, options?: { tensor?: string; cause?: unknown }) {
+  constructor(
+    code: SafetensorErrorCode,
+    message: string,
+    options?: { tensor?: string; file?: string; suggestions?: readonly string[]; cause?: unknown },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.tensor = options?.tensor;
+    this.file = options?.file;
+    this.suggestions = options?.suggestions;
   }
+}
+
+/**
+ * `error` about `file`: a `SafetensorError` that does not name a file yet gets `file` set and, with `prefix`, the
+ * message prefixed with it (a shard's error names its shard: "DIR/model-00003-of-00006.safetensors: tensors cover
+ * ..."). Anything else is returned as it is. The original stays reachable as `cause` when it had none of its own.
+ */
+export function inFile(error: unknown, file: string, prefix: boolean): unknown {
+  if (!(error instanceof SafetensorError) || error.file !== undefined) return error;
+  const message = prefix && !error.message.includes(file) ? `${file}: ${error.message}` : error.message;
+  const { tensor, suggestions } = error;
+  return new SafetensorError(error.code, message, { tensor, file, suggestions, cause: error.cause ?? error });
+}
+
+/**
+ * A system error's text said once: "no such file or directory (ENOENT)" for Node's "ENOENT: no such file or
+ * directory, lstat '/abs/path'" (the code twice, the path the caller's message already names) and for the native
+ * addon's "open: No such file or directory" (code ENOENT).
+ */
+export function systemErrorText(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  let text = String((error as { message?: unknown } | null)?.message ?? error).split("\n")[0] ?? "";
+  if (typeof code === "string") {
+    if (text.startsWith(`${code}: `)) text = text.slice(code.length + 2);
+    // Node: ", lstat '/path'" (and " -> '/dest'"); the addon: "open: " before the system's text.
+    text = text.replace(/, [a-z_]+ '.*'$/s, "").replace(/^[a-z_]+: (?=[A-Z])/, "");
+  }
+  text = text.length > 1 && /^[A-Z][a-z]/.test(text) ? text[0]!.toLowerCase() + text.slice(1) : text;
+  return typeof code === "string" && !text.includes(code) ? `${text} (${code})` : text;
 }
 
 /** Whether `error` is a `SafetensorError` (narrows its type). */

@@ -25,7 +25,7 @@ import { fileURLToPath } from "node:url";
 import { markAsUntransferable } from "node:worker_threads";
 import type { Accelerators } from "../format/accelerators.js";
 import { DTYPES, dtypeInfo } from "../format/dtypes.js";
-import { SafetensorError } from "../format/errors.js";
+import { SafetensorError, systemErrorText } from "../format/errors.js";
 import { type AddonOrigin, addonCandidates, loadFirst, runtimeRefusal, UNCOUNTED_TARGET } from "./native-load.js";
 
 /** `madvise` advice names accepted by {@link Mapping.advise}. */
@@ -329,12 +329,10 @@ function messageOf(error: unknown): string {
   return String((error as { message?: unknown } | null)?.message ?? error).split("\n")[0] ?? "";
 }
 
-/** Native errors become `IoError`, keeping the errno name in the message and the original error as `cause`. */
+/** Native errors become `IoError`, the system error said once with its errno name, the original error as `cause`. */
 function toSafetensorError(error: unknown, what: string): SafetensorError {
   if (error instanceof SafetensorError) return error;
-  const code = (error as { code?: unknown } | null)?.code;
-  const errno = typeof code === "string" ? `${code}: ` : "";
-  return new SafetensorError("IoError", `${what}: ${errno}${messageOf(error)}`, { cause: error });
+  return new SafetensorError("IoError", `${what}: ${systemErrorText(error)}`, { cause: error });
 }
 
 function checkLength(length: number, what: string): void {
@@ -404,7 +402,7 @@ export class Mapping {
     try {
       fd = openSync(path, "r");
     } catch (error) {
-      throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
+      throw toSafetensorError(error, `cannot open ${path}`);
     }
     try {
       return Mapping.open(fd, fstatSync(fd).size, opts);
@@ -536,7 +534,7 @@ export function openHead(
   try {
     got = addon.openHead(path, headScratch, headInfo, journal);
   } catch (error) {
-    throw toSafetensorError(error, `open ${JSON.stringify(path)}`);
+    throw toSafetensorError(error, `cannot open ${path}`);
   }
   const size = headInfo[1]!;
   const state = headInfo[4];

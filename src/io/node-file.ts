@@ -3,7 +3,7 @@
  * mmap is slow or risky) and, through the optional native addon, read-only memory maps.
  */
 import * as fs from "node:fs";
-import { SafetensorError } from "../format/errors.js";
+import { SafetensorError, systemErrorText } from "../format/errors.js";
 import { headBytes, nativeHeaderScanner, type OpenedFile, openHead, preadParallel } from "./native.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
@@ -56,9 +56,7 @@ const MAX_READ_CHUNK = 1 << 30;
 
 export function ioError(error: unknown, what: string): SafetensorError {
   if (error instanceof SafetensorError) return error;
-  const code = (error as NodeJS.ErrnoException)?.code;
-  const message = (error as Error)?.message ?? String(error);
-  return new SafetensorError("IoError", `${what}: ${code ? `${code}: ` : ""}${message}`, { cause: error });
+  return new SafetensorError("IoError", `${what}: ${systemErrorText(error)}`, { cause: error });
 }
 
 /** Reads at least this large are split across threads by the native addon (when it is there). */

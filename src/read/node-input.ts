@@ -140,3 +140,38 @@ export function explainNotSafetensors(
   if (!isSafetensorError(error) || !OTHER_FORMAT_CODES.has(error.code)) return error;
   return notSafetensors(file, head, { fileLength, cause: error }) ?? error;
 }
+
+/**
+ * A command's error about one of its inputs told as `inspect` tells it, whichever way the command opened it: a
+ * directory where a file was wanted, or a file of another format (a header check failed on a PyTorch checkpoint, a
+ * git-lfs pointer...), becomes `NotSafetensors` naming what it is and what to run instead. The input is
+ * `error.file` when the error names one, else the first of `inputs` it is about.
+ */
+export function explainInputError(error: SafetensorError, inputs: readonly string[]): SafetensorError {
+  if (error.code === "NotSafetensors") return error;
+  const notAFile = error.code === "IoError" && /not a regular file|EISDIR/.test(error.message);
+  if (!notAFile && !OTHER_FORMAT_CODES.has(error.code)) return error;
+  for (const file of error.file === undefined ? inputs : [error.file]) {
+    if (file === "-" || (notAFile && !error.message.includes(file))) continue;
+    let stat: fs.Stats;
+    try {
+      stat = fs.statSync(file);
+    } catch {
+      continue;
+    }
+    if (stat.isDirectory()) {
+      if (notAFile) return notSafetensors(file, new Uint8Array(0), { isDirectory: true, cause: error }) ?? error;
+      continue;
+    }
+    if (!stat.isFile() || notAFile) continue;
+    let head: Uint8Array;
+    try {
+      head = firstBytes(file);
+    } catch {
+      continue;
+    }
+    const explained = notSafetensors(file, head, { fileLength: stat.size, cause: error });
+    if (explained) return explained;
+  }
+  return error;
+}

@@ -4,7 +4,7 @@
  * local shards (`src/shards`), and one handle over all shards. Pure: runs in browsers.
  */
 
-import { SafetensorError } from "../format/errors.js";
+import { inFile, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import { Limiter } from "../io/async-decorators.js";
 import {
@@ -53,7 +53,10 @@ export class AsyncShardedFile extends ShardedView<AsyncSafetensorsFile> {
       const opened = await Promise.allSettled(
         index.files.map((file) =>
           limiter.run(async () => {
-            const shard = await source.openShard(file);
+            // A shard's errors name it (as openSharded's do).
+            const shard = await source.openShard(file).catch((error: unknown) => {
+              throw inFile(error, file, true);
+            });
             files.set(file, shard);
             return shard;
           }),

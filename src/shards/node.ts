@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { quoteName, SafetensorError } from "../format/errors.js";
+import { inFile, quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
 import type { MetadataInput, NamedTensors, TensorLike } from "../format/serialize.js";
 import { ioError, openForReading } from "../io/node-file.js";
@@ -95,7 +95,7 @@ export class ShardedFile extends ShardedView<SafetensorsFile> {
       const realDirectory = realpath(directory);
       const headers = new Map<string, Header>();
       for (const name of index.files) {
-        const file = openFile(shardPath(directory, realDirectory, name), options);
+        const file = openShard(directory, realDirectory, name, indexPath!, options);
         files.set(name, file);
         headers.set(name, file.header);
       }
@@ -122,6 +122,33 @@ export class ShardedFile extends ShardedView<SafetensorsFile> {
 
   [Symbol.dispose](): void {
     this.close();
+  }
+}
+
+/**
+ * One shard of a checkpoint. Its errors name it (code kept, `file` set, the message prefixed with its path): "tensors
+ * cover 945 data bytes but the file has 845" alone would not say which of six shards is damaged. A missing shard is
+ * said to be missing, naming the index that lists it.
+ */
+function openShard(
+  directory: string,
+  realDirectory: string,
+  name: string,
+  indexPath: string,
+  options: OpenFileOptions,
+): SafetensorsFile {
+  const joined = path.join(directory, name);
+  if (!fs.existsSync(joined)) {
+    throw new SafetensorError(
+      "IoError",
+      `cannot open ${joined}, a shard ${path.basename(indexPath)} lists: no such file or directory (ENOENT)`,
+      { file: joined },
+    );
+  }
+  try {
+    return openFile(shardPath(directory, realDirectory, name), options);
+  } catch (error) {
+    throw inFile(error, joined, true);
   }
 }
 
