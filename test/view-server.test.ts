@@ -204,6 +204,16 @@ describe("serving only the page and the API", { skip }, () => {
     assert.equal((JSON.parse(unknown.body) as { error: { code: string } }).error.code, "TensorNotFound");
     const summary = await getJson<Summary>(server.url, "/api/summary");
     const name = encodeURIComponent(summary.tensor_index[0]!.name);
+    // A mistyped name: the closest names, in the message and as data.
+    const first = summary.tensor_index[0]!.name;
+    const typo = `${first.slice(0, -2)}${first.at(-1)}${first.at(-2)}`;
+    const mistyped = await request(server.url, `/api/tensor?name=${encodeURIComponent(typo)}`);
+    assert.equal(mistyped.status, 404);
+    const error = (JSON.parse(mistyped.body) as { error: { code: string; message: string; suggestions: string[] } })
+      .error;
+    assert.equal(error.code, "TensorNotFound");
+    assert.ok(error.suggestions.includes(first), JSON.stringify(error));
+    assert.ok(error.message.includes(`did you mean ${JSON.stringify(first)}`), error.message);
     for (const bins of ["0", "-1", "1e3", "abc", "100000"]) {
       const res = await request(server.url, `/api/tensor?name=${name}&bins=${bins}`);
       assert.equal(res.status, 400, bins);

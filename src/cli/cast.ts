@@ -24,15 +24,23 @@ ${REWRITE_NOTES}`,
     const target = values.to?.toUpperCase() as CastTarget | undefined;
     if (target === undefined || !CAST_TARGETS.includes(target)) throw new UsageError("--to must be bf16, f16 or f32");
     const match = values.match === undefined ? null : regexOption(values.match, "--match");
-    return rewrite(input, io, values.json, (checkpoint, progress) =>
-      rewriteEach(checkpoint, out, { inPlace: values["in-place"], fsync: values.fsync }, progress, (file) => ({
-        tensors: file.tensors.map((source) => ({
-          name: source.name,
-          source,
-          dtype: isCastable(source.dtype) && (match === null || match.test(source.name)) ? target : source.dtype,
-        })),
-        metadata: file.metadata,
-      })),
-    );
+    return rewrite(input, io, values.json, (checkpoint, progress) => {
+      let cast = 0;
+      const summary = rewriteEach(
+        checkpoint,
+        out,
+        { inPlace: values["in-place"], fsync: values.fsync },
+        progress,
+        (file) => ({
+          tensors: file.tensors.map((source) => {
+            const castable = isCastable(source.dtype) && (match === null || match.test(source.name));
+            if (castable && source.dtype !== target) cast++;
+            return { name: source.name, source, dtype: castable ? target : source.dtype };
+          }),
+          metadata: file.metadata,
+        }),
+      );
+      return { ...summary, detail: `${cast} cast to ${target}` };
+    });
   },
 });

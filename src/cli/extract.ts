@@ -35,7 +35,8 @@ ${REWRITE_NOTES}`,
           { fsync: values.fsync },
           progress,
         );
-        return { files: [out], bytes, tensors: tensors.length };
+        const detail = kind === "extract" ? `of ${checkpoint.tensors.length}` : `${selected.size} dropped`;
+        return { files: [out], bytes, tensors: tensors.length, detail };
       });
     },
   });

@@ -24,7 +24,8 @@ ${REWRITE_NOTES}`,
       }
       const tensors = checkpoint.tensors.map((source) => ({ name: source.name, source, dtype: source.dtype }));
       const bytes = writeFileFrom(out, tensors, metadata, { fsync: values.fsync }, progress);
-      return { files: [out], bytes, tensors: tensors.length };
+      const shards = checkpoint.files.length;
+      return { files: [out], bytes, tensors: tensors.length, detail: `from ${shards} shard${shards === 1 ? "" : "s"}` };
     });
   },
 });

@@ -1,5 +1,6 @@
 /** `safetensors rename`: new tensor names, bytes copied as they are. */
 import { quoteName, SafetensorError } from "../format/errors.js";
+import { tensorNotFound } from "../format/suggest.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { REWRITE_NOTES, REWRITE_OPTIONS, regexOption, rewrite, rewriteEach } from "./rewrite.js";
@@ -28,8 +29,7 @@ ${REWRITE_NOTES}`,
       if (rename.names) {
         const all = new Set(checkpoint.tensors.map((t) => t.name));
         for (const name of rename.names) {
-          if (!all.has(name))
-            throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
+          if (!all.has(name)) throw tensorNotFound(name, all);
         }
       }
       const renamed = new Map<string, string>();
@@ -44,7 +44,7 @@ ${REWRITE_NOTES}`,
         }
         renamed.set(name, t.name);
       }
-      return rewriteEach(
+      const summary = rewriteEach(
         checkpoint,
         out,
         { inPlace: values["in-place"], fsync: values.fsync },
@@ -55,6 +55,8 @@ ${REWRITE_NOTES}`,
         }),
         rename.apply,
       );
+      const changed = [...renamed].filter(([name, before]) => name !== before).length;
+      return { ...summary, detail: `${changed} renamed` };
     });
   },
 });

@@ -7,10 +7,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { type Checkpoint, type InputFile, identity, openCheckpoint } from "../edit/checkpoint.js";
 import { type OutputTensor, type ProgressSink, storedBytes, writeFileFrom } from "../edit/write.js";
-import { quoteName, SafetensorError } from "../format/errors.js";
+import { SafetensorError } from "../format/errors.js";
 import type { MetadataInput } from "../format/serialize.js";
+import { tensorNotFound } from "../format/suggest.js";
 import type { JsonValue, ShardPlan } from "../shards/index.js";
 import { commitCheckpoint } from "../shards/node.js";
+import { group, humanBytes } from "../view/inspect-format.js";
 import { type OptionSpecs, UsageError } from "./args.js";
 import type { Io } from "./io.js";
 
@@ -23,15 +25,38 @@ export const REWRITE_OPTIONS = {
 
 export const REWRITE_NOTES = `The input is never modified: OUT is written to a temporary file in its directory and renamed into place when
 complete, and an OUT that is the input is refused unless --in-place. A progress bar is drawn on standard error when
-it is a terminal and the work takes over a second.`;
+it is a terminal and the work takes over a second. On success one line says what was written: the files, the
+tensors, the bytes and the time taken (--json: the same as a JSON object).`;
 
 export interface RunSummary {
   files: string[];
   bytes: number;
   tensors: number;
+  /** What the command did to them, for the line printed on success ("3 renamed"); not in --json. */
+  detail?: string;
 }
 
-/** Run a rewrite: open IN, call `body`, print warnings, the summary (--json) and close everything. */
+/** The files written: one path, or "4 shards and model.safetensors.index.json in OUTDIR". */
+function writtenFiles(files: readonly string[]): string {
+  if (files.length === 1) return files[0]!;
+  const index = files.find((file) => file.endsWith(".index.json"));
+  const shards = files.length - (index === undefined ? 0 : 1);
+  const where = path.dirname(files[0]!);
+  return `${shards} shard${shards === 1 ? "" : "s"}${index === undefined ? "" : ` and ${path.basename(index)}`} in ${where}`;
+}
+
+/** The line printed on success: what was written, how much, how long. */
+export function summaryLine(summary: RunSummary, seconds: number): string {
+  const tensors = `${group(summary.tensors)} tensor${summary.tensors === 1 ? "" : "s"}`;
+  const detail = summary.detail === undefined ? "" : ` (${summary.detail})`;
+  const took = seconds < 0.1 ? seconds.toFixed(3) : seconds.toFixed(1);
+  return `wrote ${writtenFiles(summary.files)}: ${tensors}${detail}, ${humanBytes(summary.bytes)} in ${took} s\n`;
+}
+
+/**
+ * Run a rewrite: open IN, call `body`, print warnings, then one line saying what was written (or the --json
+ * summary), and close everything.
+ */
 export function rewrite(
   input: string,
   io: Io,
@@ -45,10 +70,9 @@ export function rewrite(
     for (const warning of checkpoint.warnings) io.stderr(`warning: ${warning}\n`);
     const summary = body(checkpoint, (bytes) => bar.advance(bytes));
     bar.finish();
-    if (json) {
-      const seconds = Math.round(performance.now() - started) / 1000;
-      io.stdout(`${JSON.stringify({ ...summary, seconds })}\n`);
-    }
+    const seconds = Math.round(performance.now() - started) / 1000;
+    const { detail: _, ...counts } = summary;
+    io.stdout(json ? `${JSON.stringify({ ...counts, seconds })}\n` : summaryLine(summary, seconds));
     return 0;
   } finally {
     bar.finish();
@@ -95,8 +119,7 @@ export function selectTensors(
     return new Set([...all].filter((name) => regex.test(name)));
   }
   for (const name of names!) {
-    if (!all.has(name))
-      throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
+    if (!all.has(name)) throw tensorNotFound(name, all);
   }
   return new Set(names);
 }

@@ -26,16 +26,30 @@ ${REWRITE_NOTES}`,
     if (sets.length === 0 && !values.clear && (values.delete?.length ?? 0) === 0) {
       throw new UsageError("nothing to change: give KEY=VALUE, --delete KEY or --clear");
     }
-    return rewrite(input, io, values.json, (checkpoint, progress) =>
-      rewriteEach(checkpoint, out, { inPlace: values["in-place"], fsync: values.fsync }, progress, (file) => {
-        const metadata = new Map(values.clear ? [] : (file.metadata ?? []));
-        for (const key of values.delete ?? []) metadata.delete(key);
-        for (const [key, value] of sets) metadata.set(key, value);
-        return {
-          tensors: file.tensors.map((source) => ({ name: source.name, source, dtype: source.dtype })),
-          metadata: metadata.size > 0 ? metadata : null,
-        };
-      }),
-    );
+    return rewrite(input, io, values.json, (checkpoint, progress) => {
+      let keys = 0;
+      const summary = rewriteEach(
+        checkpoint,
+        out,
+        { inPlace: values["in-place"], fsync: values.fsync },
+        progress,
+        (file) => {
+          const metadata = new Map(values.clear ? [] : (file.metadata ?? []));
+          for (const key of values.delete ?? []) metadata.delete(key);
+          for (const [key, value] of sets) metadata.set(key, value);
+          keys = Math.max(keys, metadata.size);
+          return {
+            tensors: file.tensors.map((source) => ({ name: source.name, source, dtype: source.dtype })),
+            metadata: metadata.size > 0 ? metadata : null,
+          };
+        },
+      );
+      const changes = [
+        ...(values.clear ? ["cleared"] : []),
+        ...(values.delete?.length ? [`${values.delete.length} deleted`] : []),
+        ...(sets.length ? [`${sets.length} set`] : []),
+      ];
+      return { ...summary, detail: `metadata ${changes.join(", ")}: ${keys} key${keys === 1 ? "" : "s"} now` };
+    });
   },
 });

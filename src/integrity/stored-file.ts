@@ -4,8 +4,8 @@
  * tensor's bytes are. Node-only.
  */
 import * as fs from "node:fs";
-import { quoteName, SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
+import { tensorNotFound } from "../format/suggest.js";
 import { PreadSource } from "../io/node-file.js";
 import { SafetensorsFile } from "../read/file.js";
 import type { StoredTensor } from "./compare.js";
@@ -40,7 +40,7 @@ export function openStoredFile(path: string): StoredFile {
       identity: `${stat.dev}:${stat.ino}`,
       tensor(name) {
         const info = header.tensors.get(name);
-        if (!info) throw new SafetensorError("TensorNotFound", `${path} has no tensor ${quoteName(name)}`);
+        if (!info) throw tensorNotFound(name, header.tensors.keys(), path);
         return {
           dtype: info.dtype,
           shape: info.shape,

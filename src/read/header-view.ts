@@ -3,9 +3,10 @@
  * infos and byte ranges; and the source it reads from, until closed.
  */
 import { CompactTensors } from "../format/compact-tensors.js";
-import { quoteName, SafetensorError } from "../format/errors.js";
+import { SafetensorError } from "../format/errors.js";
 import type { Header, TensorInfo } from "../format/header.js";
 import { compareCodePoints } from "../format/serialize.js";
+import { tensorNotFound } from "../format/suggest.js";
 import { parseSliceSpec, planSlice, type SliceIndex, type SlicePlan } from "../slice/index.js";
 
 export class HeaderView<S extends { readonly kind: string }> {
@@ -56,7 +57,7 @@ export class HeaderView<S extends { readonly kind: string }> {
 
   info(name: string): TensorInfo {
     const info = this.header.tensors.get(name);
-    if (!info) throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
+    if (!info) throw tensorNotFound(name, this.header.tensors.keys());
     return info;
   }
 

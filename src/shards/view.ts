@@ -5,6 +5,7 @@
 import { quoteName, SafetensorError } from "../format/errors.js";
 import type { TensorInfo } from "../format/header.js";
 import { compareCodePoints } from "../format/serialize.js";
+import { tensorNotFound } from "../format/suggest.js";
 import type { ShardLocation } from "./check.js";
 import type { JsonValue, ShardIndex } from "./index-json.js";
 
@@ -66,7 +67,7 @@ export class ShardedView<F> {
 
   protected locate(name: string): ShardLocation {
     const location = this.locations.get(name);
-    if (!location) throw new SafetensorError("TensorNotFound", `no tensor named ${quoteName(name)}`, { tensor: name });
+    if (!location) throw tensorNotFound(name, this.locations.keys());
     return location;
   }
 

@@ -215,9 +215,14 @@ export function staticFile(root: string, pathname: string): string | null {
   return fs.statSync(real).isFile() ? real : null;
 }
 
-function errorBody(error: unknown): { code: string; message: string; tensor?: string } {
+function errorBody(error: unknown): { code: string; message: string; tensor?: string; suggestions?: string[] } {
   if (isSafetensorError(error)) {
-    return { code: error.code, message: error.message, ...(error.tensor ? { tensor: error.tensor } : {}) };
+    return {
+      code: error.code,
+      message: error.message,
+      ...(error.tensor ? { tensor: error.tensor } : {}),
+      ...(error.suggestions ? { suggestions: [...error.suggestions] } : {}),
+    };
   }
   return { code: "InternalError", message: error instanceof Error ? error.message : String(error) };
 }

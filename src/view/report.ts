@@ -5,7 +5,7 @@
  *
  * Pure code: no `node:` imports, runs in browsers.
  */
-import { SafetensorError } from "../format/errors.js";
+import { tensorNotFound } from "../format/suggest.js";
 import { elementBytes } from "./decode.js";
 import {
   DEFAULT_MAX_SAMPLES,
@@ -64,7 +64,7 @@ export async function tensorReport(target: ViewTarget, name: string, query: Tens
     entries.set(target.summary, byName);
   }
   const entry = byName.get(name);
-  if (!entry) throw new SafetensorError("TensorNotFound", `no tensor named ${JSON.stringify(name)}`, { tensor: name });
+  if (!entry) throw tensorNotFound(name, byName.keys());
   const dtype = entry.dtype as Parameters<typeof elementBytes>[0];
   const maxSamples = query.maxSamples ?? DEFAULT_MAX_SAMPLES;
   const begin = entry.byte_range[0];

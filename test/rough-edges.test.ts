@@ -1,0 +1,287 @@
+/**
+ * Issue 20, the rough edges a new user hit: errors that name the broken shard, commands that agree on the same
+ * wrong input, "did you mean" for tensor names, CLI warnings in its own words, one-line summaries on success.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { describe, test } from "node:test";
+import { closestNames, editDistance } from "../src/format/suggest.js";
+import { openFile, openSharded, SafetensorError, saveFile, saveSharded, Tensor } from "../src/node.js";
+import { cli } from "./helpers/run-cli.js";
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-rough-edges-"));
+process.on("exit", () => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** A 4-shard checkpoint of small F32 tensors (a fresh copy per call). */
+function checkpoint(name: string): { dir: string; shards: string[] } {
+  const dir = path.join(tmp, name);
+  const tensors = new Map<string, Tensor>();
+  for (let k = 0; k < 8; k++) tensors.set(`layer.${k}.weight`, new Tensor("F32", [4, 8], new Uint8Array(128).fill(k)));
+  saveSharded(dir, tensors, { maxShardSize: 300 });
+  const shards = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith(".safetensors"))
+    .sort();
+  assert.equal(shards.length, 4);
+  return { dir, shards };
+}
+
+describe("a broken sharded checkpoint names the broken shard", () => {
+  test("a truncated shard: validate --json, inspect, hash, merge and openSharded name it", async () => {
+    const { dir, shards } = checkpoint("truncated");
+    const broken = path.join(dir, shards[2]!);
+    fs.truncateSync(broken, fs.statSync(broken).size - 50);
+
+    const validate = await cli("validate", dir, "--json");
+    assert.equal(validate.code, 1);
+    const verdict = JSON.parse(validate.stdout);
+    assert.equal(verdict.ok, false);
+    assert.equal(verdict.error.code, "MetadataIncompleteBuffer");
+    assert.equal(verdict.error.file, broken);
+    assert.ok(verdict.error.message.startsWith(`${broken}: `), verdict.error.message);
+
+    for (const argv of [
+      ["inspect", dir],
+      ["hash", dir],
+      ["merge", dir, path.join(tmp, "merged.safetensors")],
+    ]) {
+      const run = await cli(...argv);
+      assert.equal(run.code, 1, argv.join(" "));
+      assert.match(run.stderr, /^error\[MetadataIncompleteBuffer\]: /, argv.join(" "));
+      assert.ok(run.stderr.includes(broken), `${argv.join(" ")}: ${run.stderr}`);
+      // The other shards are not blamed.
+      for (const other of shards.filter((s) => s !== shards[2])) assert.ok(!run.stderr.includes(other), run.stderr);
+    }
+
+    assert.throws(
+      () => openSharded(dir),
+      (error: unknown) => {
+        assert.ok(error instanceof SafetensorError);
+        assert.equal(error.code, "MetadataIncompleteBuffer");
+        assert.equal(error.file, broken);
+        assert.ok(error.message.includes(shards[2]!), error.message);
+        return true;
+      },
+    );
+  });
+
+  test("a missing shard: one clean IoError naming the file and the index that lists it", async () => {
+    const { dir, shards } = checkpoint("missing");
+    const gone = path.join(dir, shards[1]!);
+    fs.rmSync(gone);
+    for (const argv of [
+      ["inspect", dir],
+      ["validate", dir],
+      ["merge", dir, path.join(tmp, "m2.safetensors")],
+    ]) {
+      const run = await cli(...argv);
+      assert.equal(run.code, 1, argv.join(" "));
+      assert.equal(
+        run.stderr,
+        `error[IoError]: cannot open ${gone}, a shard model.safetensors.index.json lists: no such file or directory (ENOENT)\n`,
+      );
+    }
+    assert.throws(() => openSharded(dir), { code: "IoError", file: gone });
+  });
+
+  test("system errors are said once: no repeated errno, no raw syscall text", async () => {
+    const missing = path.join(tmp, "nowhere.safetensors");
+    for (const argv of [
+      ["inspect", missing],
+      ["get", missing, "x", "--out", "-"],
+      ["validate", missing],
+    ]) {
+      const run = await cli(...argv);
+      assert.equal(run.code, 1);
+      assert.match(
+        run.stderr,
+        /^error\[IoError\]: cannot open .*nowhere\.safetensors: no such file or directory \(ENOENT\)\n$/,
+      );
+    }
+  });
+});
+
+describe("commands agree on the same wrong input", () => {
+  const folder = path.join(tmp, "conv");
+  fs.mkdirSync(folder);
+  for (const name of ["a.safetensors", "b.safetensors"]) {
+    saveFile(path.join(folder, name), new Map([["x", new Tensor("F32", [2], new Uint8Array(8))]]));
+  }
+  const torchLike = path.join(tmp, "model.pt");
+  // A zip whose first record is what torch.save writes first.
+  const zip = new Uint8Array(30 + 16 + 64);
+  zip.set([0x50, 0x4b, 0x03, 0x04]);
+  zip[26] = 16;
+  zip.set(new TextEncoder().encode("archive/data.pkl"), 30);
+  fs.writeFileSync(torchLike, zip);
+  const out = path.join(tmp, "out.safetensors");
+  const commands = (input: string) => [
+    ["inspect", input],
+    ["get", input, "x", "--out", "-"],
+    ["merge", input, out],
+    ["shard", input, path.join(tmp, "outdir")],
+    ["extract", input, out, "--tensor", "x"],
+    ["drop", input, out, "--tensor", "x"],
+    ["cast", input, out, "--to", "f16"],
+    ["rename", input, out, "--map", "a=b"],
+    ["set-metadata", input, out, "a=b"],
+    ["diff", path.join(folder, "a.safetensors"), input],
+  ];
+
+  test("a folder that is not a checkpoint: every command gives inspect's message", async () => {
+    const expected = (await cli("inspect", folder)).stderr;
+    assert.match(expected, /^error\[NotSafetensors\]: .*conv is a directory.*give one of its 2 \.safetensors files/);
+    for (const argv of commands(folder)) {
+      const run = await cli(...argv);
+      assert.notEqual(run.code, 0, argv.join(" "));
+      assert.equal(run.stderr, expected, argv.join(" "));
+    }
+  });
+
+  test("a PyTorch checkpoint: every command names it and the convert command", async () => {
+    for (const argv of commands(torchLike)) {
+      const run = await cli(...argv);
+      assert.notEqual(run.code, 0, argv.join(" "));
+      assert.match(run.stderr, /^error\[NotSafetensors\]: .*model\.pt is a PyTorch checkpoint/, argv.join(" "));
+      assert.match(run.stderr, /safetensors convert /, argv.join(" "));
+    }
+  });
+
+  test("a file where the command should be: suggests inspect", async () => {
+    const file = path.join(folder, "a.safetensors");
+    const run = await cli(file);
+    assert.equal(run.code, 2);
+    assert.match(
+      run.stderr,
+      new RegExp(
+        `unknown command ".*a\\.safetensors": to look inside it, run 'safetensors inspect ${file.replace(/[.]/g, "\\.")}'`,
+      ),
+    );
+    // A word that is no file still gets the command suggestions.
+    assert.match((await cli("inspekt")).stderr, /did you mean "inspect"/);
+  });
+});
+
+describe("did you mean, for tensor names", () => {
+  const file = path.join(tmp, "gpt.safetensors");
+  const names = [
+    "transformer.wte.weight",
+    "transformer.wpe.weight",
+    "transformer.h.0.attn.c_attn.weight",
+    "lm_head.weight",
+  ];
+  saveFile(file, new Map(names.map((name) => [name, new Tensor("F32", [2], new Uint8Array(8))])));
+
+  test("closestNames: typos within a third of the length, prefixes added or left out, nothing far", () => {
+    assert.deepEqual(closestNames("transformer.wte.weigth", names), ["transformer.wte.weight"]);
+    assert.deepEqual(closestNames("TRANSFORMER.WTE.WEIGHT", names), ["transformer.wte.weight"]);
+    assert.deepEqual(closestNames("wte.weight", names), ["transformer.wte.weight"]);
+    assert.deepEqual(closestNames("model.lm_head.weight", names), ["lm_head.weight"]);
+    assert.deepEqual(closestNames("transformer.wxe.weight", names), [
+      "transformer.wpe.weight",
+      "transformer.wte.weight",
+    ]);
+    assert.deepEqual(closestNames("bias", names), []);
+    assert.deepEqual(closestNames("", names), []);
+    // The bounded distance agrees with the full one wherever it is within the limit.
+    for (const [a, b] of [
+      ["kitten", "sitting"],
+      ["abcdef", "badcfe"],
+      ["", "abc"],
+      ["flaw", "lawn"],
+    ] as const) {
+      const full = editDistance(a, b);
+      for (const limit of [0, 1, 2, 3, 5])
+        assert.equal(editDistance(a, b, limit), Math.min(full, limit + 1), `${a} ${b} ${limit}`);
+    }
+  });
+
+  test("the library's TensorNotFound has the closest names in its message and as data", () => {
+    using opened = openFile(file);
+    assert.throws(
+      () => opened.getTensor("transformer.wte.weigth"),
+      (error: unknown) => {
+        assert.ok(error instanceof SafetensorError);
+        assert.equal(error.code, "TensorNotFound");
+        assert.equal(error.tensor, "transformer.wte.weigth");
+        assert.deepEqual(error.suggestions, ["transformer.wte.weight"]);
+        assert.equal(
+          error.message,
+          'no tensor named "transformer.wte.weigth" (did you mean "transformer.wte.weight"?)',
+        );
+        return true;
+      },
+    );
+    assert.throws(() => opened.getTensor("nothing.like.it"), { code: "TensorNotFound", suggestions: [] });
+    const { dir } = checkpoint("suggest");
+    using sharded = openSharded(dir);
+    assert.throws(() => sharded.getTensor("layer.1.weihgt"), {
+      code: "TensorNotFound",
+      suggestions: ["layer.1.weight"],
+    });
+  });
+
+  test("CLI get, extract and rename suggest too", async () => {
+    const get = await cli("get", file, "transformer.wte.weigth", "--out", "-");
+    assert.equal(get.code, 1);
+    assert.equal(
+      get.stderr,
+      'error[TensorNotFound]: no tensor named "transformer.wte.weigth" (did you mean "transformer.wte.weight"?)\n',
+    );
+    const out = path.join(tmp, "x.safetensors");
+    for (const argv of [
+      ["extract", file, out, "--tensor", "lm_head.weigth"],
+      ["rename", file, out, "--map", "lm_head.weigth=head"],
+    ]) {
+      const run = await cli(...argv);
+      assert.equal(run.code, 1);
+      assert.match(run.stderr, /^error\[TensorNotFound\]: .*\(did you mean "lm_head\.weight"\?\)\n$/);
+    }
+  });
+});
+
+describe("the byte-copy commands say what they wrote", () => {
+  test("shard, merge, cast, extract, drop, rename, set-metadata: one line each", async () => {
+    const { dir } = checkpoint("summaries");
+    const out = (name: string) => path.join(tmp, name);
+    const line = (what: string, tensors: string) =>
+      new RegExp(`^wrote ${what.replace(/[.\\]/g, "\\$&")}: ${tensors}, [\\d.]+ (B|KiB) in [\\d.]+ s\\n$`);
+    const cases: [string[], RegExp][] = [
+      [["merge", dir, out("m.safetensors")], line(out("m.safetensors"), "8 tensors \\(from 4 shards\\)")],
+      [
+        ["shard", out("m.safetensors"), out("sharded"), "--max-shard-size", "600"],
+        line(`2 shards and model.safetensors.index.json in ${out("sharded")}`, "8 tensors"),
+      ],
+      [
+        ["cast", dir, out("half"), "--to", "f16"],
+        line(`4 shards and model.safetensors.index.json in ${out("half")}`, "8 tensors \\(8 cast to F16\\)"),
+      ],
+      [
+        ["extract", out("m.safetensors"), out("e.safetensors"), "--match", "^layer\\.[01]\\."],
+        line(out("e.safetensors"), "2 tensors \\(of 8\\)"),
+      ],
+      [
+        ["drop", out("m.safetensors"), out("d.safetensors"), "--tensor", "layer.0.weight"],
+        line(out("d.safetensors"), "7 tensors \\(1 dropped\\)"),
+      ],
+      [
+        ["rename", out("m.safetensors"), out("r.safetensors"), "--sub", "^layer=block"],
+        line(out("r.safetensors"), "8 tensors \\(8 renamed\\)"),
+      ],
+      [
+        ["set-metadata", out("m.safetensors"), out("s.safetensors"), "a=1", "b=2"],
+        line(out("s.safetensors"), "8 tensors \\(metadata 2 set: 3 keys now\\)"),
+      ],
+    ];
+    for (const [argv, expected] of cases) {
+      const run = await cli(...argv);
+      assert.equal(run.code, 0, `${argv.join(" ")}: ${run.stderr}`);
+      assert.match(run.stdout, expected, `${argv.join(" ")}: ${run.stdout}`);
+    }
+    // --json stays the JSON summary alone.
+    const json = await cli("merge", dir, out("m2.safetensors"), "--json");
+    assert.deepEqual(Object.keys(JSON.parse(json.stdout)), ["files", "bytes", "tensors", "seconds"]);
+  });
+});
