@@ -11,8 +11,8 @@ import { describe, test } from "node:test";
 import { npyHeader, parseNpy } from "../src/edit/npy.js";
 import type { Dtype } from "../src/format/dtypes.js";
 import { openFile, saveFile, Tensor } from "../src/node.js";
-import { repoRoot, runReference, skipWithoutReference } from "./helpers/reference.js";
 import { fill } from "./helpers/fill.js";
+import { repoRoot, runReference, skipWithoutReference } from "./helpers/reference.js";
 import { cli } from "./helpers/run-cli.js";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-get-npy-"));
