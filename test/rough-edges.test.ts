@@ -8,7 +8,17 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, test } from "node:test";
 import { closestNames, editDistance } from "../src/format/suggest.js";
-import { openFile, openSharded, SafetensorError, saveFile, saveSharded, Tensor } from "../src/node.js";
+import {
+  journalPathFor,
+  openFile,
+  openForEdit,
+  openSharded,
+  SafetensorError,
+  saveFile,
+  saveSharded,
+  Tensor,
+} from "../src/node.js";
+import { cliProcessSync } from "./helpers/cli.js";
 import { cli } from "./helpers/run-cli.js";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-rough-edges-"));
@@ -283,5 +293,53 @@ describe("the byte-copy commands say what they wrote", () => {
     // --json stays the JSON summary alone.
     const json = await cli("merge", dir, out("m2.safetensors"), "--json");
     assert.deepEqual(Object.keys(JSON.parse(json.stdout)), ["files", "bytes", "tensors", "seconds"]);
+  });
+});
+
+describe("warnings in the CLI's own words", () => {
+  /** A file whose in-place edit was interrupted: its journal is still next to it. */
+  function crashed(name: string): string {
+    const file = path.join(tmp, `${name}-live.safetensors`);
+    saveFile(file, new Map([["w", new Tensor("F32", [4], new Uint8Array(16))]]));
+    const edit = openForEdit(file);
+    edit.write("w", "::2", { fill: 1 });
+    const copy = path.join(tmp, `${name}.safetensors`);
+    fs.copyFileSync(file, copy);
+    fs.copyFileSync(journalPathFor(file), journalPathFor(copy));
+    edit.close();
+    return copy;
+  }
+
+  test("an interrupted edit: 'warning: ...' with the command to run, not Node's format", async () => {
+    const file = crashed("crash-a");
+    const run = await cli("inspect", file);
+    assert.equal(run.code, 0);
+    assert.equal(
+      run.stderr,
+      `warning: ${file} has an undo journal (${journalPathFor(file)}): an in-place edit is in progress or was ` +
+        `interrupted, so the file may hold part of it; run 'safetensors recover ${file}' to roll it back\n`,
+    );
+    // As a process: Node's own "(node:PID) [CODE] SafetensorsWarning: ..." line is not printed.
+    const other = crashed("crash-b");
+    const child = cliProcessSync(["inspect", other], { input: new Uint8Array(0) });
+    assert.equal(child.status, 0);
+    const stderr = String(child.stderr);
+    assert.match(stderr, /^warning: .*crash-b\.safetensors has an undo journal .*run 'safetensors recover /);
+    assert.doesNotMatch(stderr, /\(node:\d+\)|SafetensorsWarning|--trace-warnings/);
+  });
+
+  test("the library still emits a process warning, carrying the paths", async () => {
+    const file = crashed("crash-c");
+    const seen: (Error & { code?: string; file?: string; journal?: string })[] = [];
+    const listener = (warning: Error) => seen.push(warning);
+    process.on("warning", listener);
+    openFile(file).close();
+    await new Promise((resolve) => setImmediate(resolve));
+    process.off("warning", listener);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0]!.name, "SafetensorsWarning");
+    assert.equal(seen[0]!.code, "SAFETENSORS_INTERRUPTED_EDIT");
+    assert.equal(seen[0]!.file, file);
+    assert.equal(seen[0]!.journal, journalPathFor(file));
   });
 });

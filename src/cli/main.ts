@@ -41,7 +41,41 @@ async function load(name: string): Promise<Command> {
   return (await entry.load()).command;
 }
 
+/**
+ * The CLI's line for a warning the library emits (`process.emitWarning`, which Node prints as "(node:PID)
+ * [CODE] SafetensorsWarning: ... (Use node --trace-warnings ...)"): `warning: ...`, with the command to run.
+ */
+export function warningLine(warning: string | Error): string {
+  const data = (typeof warning === "string" ? {} : warning) as { code?: string; file?: string; journal?: string };
+  if (data.code === "SAFETENSORS_INTERRUPTED_EDIT" && data.file !== undefined) {
+    const quoted = /^[\w./:@+=-]+$/.test(data.file) ? data.file : JSON.stringify(data.file);
+    return (
+      `warning: ${data.file} has an undo journal (${data.journal}): an in-place edit is in progress or was ` +
+      `interrupted, so the file may hold part of it; run 'safetensors recover ${quoted}' to roll it back\n`
+    );
+  }
+  return `warning: ${typeof warning === "string" ? warning : warning.message}\n`;
+}
+
+/**
+ * Run `body` with the library's warnings printed as the CLI's own lines on `io`, in order with the command's output
+ * (not on a later tick, as Node's listener would), and Node's own printing of them off.
+ */
+async function withWarnings<T>(io: Io, body: () => Promise<T>): Promise<T> {
+  const emit = process.emitWarning;
+  process.emitWarning = ((warning: string | Error) => io.stderr(warningLine(warning))) as typeof process.emitWarning;
+  try {
+    return await body();
+  } finally {
+    process.emitWarning = emit;
+  }
+}
+
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  return withWarnings(io, () => run(argv, io));
+}
+
+async function run(argv: string[], io: Io): Promise<number> {
   let current: { name: string; command: Command } | undefined;
   let inputs: string[] = [];
   const print = (text: string) => {

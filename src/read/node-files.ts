@@ -48,7 +48,8 @@ export interface OpenFileOptions extends HeaderOptions {
   /**
    * What to do when the file has an undo journal next to it (an in-place edit in progress, or one interrupted by a
    * crash: the file may hold part of an edit until it is recovered): "warn" (default) emits a process warning of type
-   * `SafetensorsWarning`, code `SAFETENSORS_INTERRUPTED_EDIT`, once per file per process; "error" throws
+   * `SafetensorsWarning`, code `SAFETENSORS_INTERRUPTED_EDIT` (with `file` and `journal`, the paths), once per file
+   * per process; "error" throws
    * `InterruptedEdit`; "ignore" reads on.
    */
   interruptedEdit?: "warn" | "error" | "ignore";
@@ -75,7 +76,14 @@ function checkInterruptedEdit(path: string, policy: EditPolicy = "warn", known?:
   const key = resolvePath(path);
   if (warnedJournals.has(key)) return;
   warnedJournals.add(key);
-  process.emitWarning(message, { type: "SafetensorsWarning", code: "SAFETENSORS_INTERRUPTED_EDIT" });
+  // An Error, so that the warning carries its data (`file`, `journal`): the CLI prints its own line from them.
+  const warning = Object.assign(new Error(message), {
+    name: "SafetensorsWarning",
+    code: "SAFETENSORS_INTERRUPTED_EDIT",
+    file: path,
+    journal,
+  });
+  process.emitWarning(warning);
 }
 
 /** The backend "auto" resolves to here: mmap when the native addon is loaded, else pread. */
