@@ -19,6 +19,7 @@ import {
   Tensor,
 } from "../src/node.js";
 import { cliProcessSync } from "./helpers/cli.js";
+import { corpusAvailable, corpusDir, corpusMissingReason } from "./helpers/corpus.js";
 import { cli } from "./helpers/run-cli.js";
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-rough-edges-"));
@@ -342,4 +343,122 @@ describe("warnings in the CLI's own words", () => {
     assert.equal(seen[0]!.file, file);
     assert.equal(seen[0]!.journal, journalPathFor(file));
   });
+});
+
+describe("inspect fits a screen; --metadata and --tensors show the rest", () => {
+  /** A kohya-style LoRA: 200 tensors, 30 metadata keys, JSON inside strings. */
+  const lora = path.join(tmp, "lora.safetensors");
+  const tags = { "10_falcon": { "smart falcon": 43, "hair bow": 40, smile: 36 } };
+  const metadata: Record<string, string> = {
+    ss_network_module: "networks.lora",
+    ss_network_dim: "16",
+    ss_network_alpha: "8.0",
+    ss_tag_frequency: JSON.stringify(tags),
+    ss_dataset_dirs: JSON.stringify({ "10_falcon": { n_repeats: 10, img_count: 43 } }),
+    ss_training_comment: "trigger word is smart falcon",
+  };
+  for (let k = 0; k < 24; k++) metadata[`ss_setting_${k}`] = `value ${k}`;
+  const tensors = new Map<string, Tensor>();
+  for (let k = 0; k < 200; k++) {
+    tensors.set(
+      `lora_unet_block_${String(k).padStart(3, "0")}.lora_down.weight`,
+      new Tensor("F16", [4, 8], new Uint8Array(64)),
+    );
+  }
+  saveFile(lora, tensors, new Map(Object.entries(metadata)));
+
+  test("the default: the facts, the key count, the first 20 tensors, the totals, and how to see more", async () => {
+    const run = await cli("inspect", lora);
+    assert.equal(run.code, 0);
+    const lines = run.stdout.trimEnd().split("\n");
+    assert.ok(lines.length <= 40, `${lines.length} lines`);
+    assert.match(lines[0]!, /lora\.safetensors: [\d,]+ bytes .*, 200 tensors, 6,400 parameters$/);
+    assert.match(run.stdout, /\n {2}Network module: +networks\.lora\n/);
+    assert.match(run.stdout, /\n {2}Network dim \(rank\): 16\n/);
+    assert.match(run.stdout, /\n {2}Top tags: +smart falcon \(43\), hair bow \(40\), smile \(36\)\n/);
+    assert.ok(
+      run.stdout.includes(`\nmetadata: 30 keys: 'safetensors inspect ${lora} --metadata' shows them in full\n`),
+    );
+    assert.match(run.stdout, /\nlora_unet_block_019\.lora_down\.weight +F16 +\[4, 8\] +64\n/);
+    assert.doesNotMatch(run.stdout, /block_020/);
+    assert.ok(
+      run.stdout.includes(
+        `\n... and 180 more tensors (200 in all): 'safetensors inspect ${lora} --tensors' lists them all\n`,
+      ),
+    );
+    assert.match(run.stdout, /\ntotal +200 +6,400 +12,800\n$/);
+  });
+
+  test("--metadata: every value whole, JSON inside strings pretty-printed, no tensors", async () => {
+    const run = await cli("inspect", lora, "--metadata");
+    assert.equal(run.code, 0);
+    assert.match(run.stdout, /\nmetadata \(30 keys\):\n/);
+    assert.ok(
+      run.stdout.includes(`  ss_tag_frequency: {"10_falcon": {"smart falcon": 43, "hair bow": 40, "smile": 36}}\n`),
+    );
+    assert.ok(run.stdout.includes("  ss_setting_23: value 23\n"));
+    assert.doesNotMatch(run.stdout, /lora_unet|dtype/);
+    // A long JSON value is spread over lines, two spaces an indent.
+    const long = path.join(tmp, "long.safetensors");
+    const buckets = Object.fromEntries(
+      Array.from({ length: 6 }, (_, k) => [String(k), { resolution: [512, 512 + 64 * k], count: k }]),
+    );
+    saveFile(long, tensors, new Map([["ss_bucket_info", JSON.stringify({ buckets })]]));
+    const spread = await cli("inspect", long, "--metadata");
+    assert.ok(
+      spread.stdout.includes(
+        '  ss_bucket_info:\n    {\n      "buckets": {\n        "0": {"resolution": [512, 512], "count": 0},\n',
+      ),
+      spread.stdout,
+    );
+  });
+
+  test("--tensors: every tensor and the totals, no metadata; --json with either is a usage error", async () => {
+    const run = await cli("inspect", lora, "--tensors");
+    assert.equal(run.code, 0);
+    assert.match(run.stdout, /\nlora_unet_block_199\.lora_down\.weight +F16/);
+    assert.doesNotMatch(run.stdout, /Network module|metadata|more tensors/);
+    const both = await cli("inspect", lora, "--tensors", "--metadata");
+    assert.match(both.stdout, /Network module/);
+    assert.match(both.stdout, /block_199/);
+    const json = await cli("inspect", lora, "--json", "--tensors");
+    assert.equal(json.code, 2);
+    assert.match(json.stderr, /--json prints everything/);
+  });
+
+  test("one key is '1 key'; a checkpoint's line has thousands separators", async () => {
+    const one = path.join(tmp, "one.safetensors");
+    saveFile(one, new Map([["x", new Tensor("F32", [2], new Uint8Array(8))]]), new Map([["format", "pt"]]));
+    assert.match((await cli("inspect", one)).stdout, /\nmetadata \(1 key\):\n {2}format: "pt"\n/);
+    const dir = path.join(tmp, "big-ckpt");
+    const big = new Map<string, Tensor>();
+    for (let k = 0; k < 4; k++) big.set(`w${k}`, new Tensor("F32", [40, 40], new Uint8Array(6400)));
+    saveSharded(dir, big, { maxShardSize: 7000 });
+    const run = await cli("inspect", dir);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(
+      run.stdout,
+      /^.*big-ckpt: 4 shards, 4 tensors, 6,400 parameters, 25,600 data bytes \(25\.0 KiB\), index model\.safetensors\.index\.json\n/,
+    );
+    assert.match(run.stdout, /\nshards:\n {2}model-00001-of-00004\.safetensors {2}1 tensor {2}6\.25 KiB\n/);
+    assert.match(run.stdout, /\nevery shard's metadata \(1 key\):\n/);
+    assert.match(run.stdout, /\ntotal +4 +6,400 +25,600\n$/);
+  });
+});
+
+test("the kohya LoRA of the corpus: a screen by default, its tag counts readable with --metadata", {
+  skip: !corpusAvailable && corpusMissingReason,
+}, async () => {
+  const kohya = path.join(corpusDir, "kohya-lycoris-lokr-smart-falcon.safetensors");
+  const run = await cli("inspect", kohya);
+  assert.equal(run.code, 0);
+  assert.ok(run.stdout.split("\n").length <= 50, run.stdout);
+  assert.match(run.stdout, /\n {2}Trigger words: +trigger word is smart falcon/);
+  assert.match(run.stdout, /\n {2}Algorithm: +lokr\n/);
+  const full = await cli("inspect", kohya, "--metadata");
+  assert.match(
+    full.stdout,
+    /\n {2}ss_tag_frequency:\n {4}\{\n {6}"16_smf girl": \{\n {8}"smart falcon \\\\\(umamusume\\\\\)": 43,\n/,
+  );
+  assert.match(full.stdout, /\n {2}ss_network_args: \{"conv_rank": "4", "conv_alpha": "4", "algo": "lokr"\}\n/);
 });

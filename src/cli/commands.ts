@@ -14,7 +14,7 @@ export interface CommandEntry {
 export const COMMANDS: readonly CommandEntry[] = [
   {
     name: "inspect",
-    summary: "tensor table with totals by dtype and parameter count",
+    summary: "what a file holds: metadata facts, tensors, totals (--metadata, --tensors: in full)",
     load: () => import("./inspect.js"),
   },
   { name: "validate", summary: "check files: ok, or error[CODE] and why", load: () => import("./validate.js") },
@@ -64,7 +64,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "view", summary: "web inspector for a file, checkpoint or URL (127.0.0.1)", load: () => import("./view.js") },
   {
     name: "manifest",
-    summary: "integrity manifests: create, sign (Ed25519, DSSE), verify",
+    summary: "integrity manifests: create, sign (a Sigstore bundle; Ed25519 or ECDSA key), verify",
     load: () => import("./manifest.js"),
   },
   { name: "diff", summary: "tensor and metadata differences between two checkpoints", load: () => import("./diff.js") },
