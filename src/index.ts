@@ -153,6 +153,11 @@ export {
 } from "./read/async-file.js";
 export { type GetTensorOptions, SafetensorsFile, type TensorSlice } from "./read/file.js";
 export { Tensor, type TypedArray } from "./read/tensor.js";
+export {
+  DEFAULT_MAX_ARRAY_ELEMENTS,
+  type Element as TensorElement,
+  type Nested as NestedElements,
+} from "./read/tensor-values.js";
 export { DEFAULT_HF_ENDPOINT, type HfLocation, type HfOptions, parseHfUrl, resolveHfUrl } from "./remote/hf.js";
 export { type HttpOptions, HttpSource, type HttpValidators } from "./remote/http.js";
 export {

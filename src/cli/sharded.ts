@@ -85,8 +85,7 @@ export function inspectSharded(
   }
   const first = headers[0]?.[1].metadata ?? null;
   const differ = headers.some(([, header]) => !sameMetadata(header.metadata, first));
-  const metadataLabel =
-    count === 1 ? "metadata" : differ ? `metadata of ${headers[0]![0]}` : "every shard's metadata";
+  const metadataLabel = count === 1 ? "metadata" : differ ? `metadata of ${headers[0]![0]}` : "every shard's metadata";
   const metadata = metadataLines(first, { ...text, metadataLabel }, shown);
   if (metadata.length > 0) out.push(...(text.tensors === "all" ? ["", ...metadata] : metadata));
   if (text.tensors === "first") {

@@ -38,6 +38,33 @@ export interface SerializeOptions {
   maxHeaderBytes?: number;
 }
 
+/**
+ * The third argument of `serialize` and `saveFile`: the metadata, as before, or an options object holding it
+ * (`{ metadata, ...options }`). An object is options when it has `metadata` that is not a string, or when all its
+ * keys are option names (`optionKeys`) and one of its values is not a string: `{ metadata: { a: "1" }, fsync: true }`
+ * and `{ fsync: true }` are options, `{ format: "pt" }` is metadata, and `{ k: 1 }` stays metadata (refused as
+ * `InvalidMetadata`, never dropped).
+ */
+export function splitMetadataArgument<O extends object>(
+  third: MetadataInput | (O & { metadata?: MetadataInput }),
+  fourth: O | undefined,
+  optionKeys: readonly string[],
+): { metadata: MetadataInput; options: O | undefined } {
+  if (third === null || third === undefined || third instanceof Map) return { metadata: third, options: fourth };
+  const entries = Object.entries(third);
+  const isOptions =
+    (Object.hasOwn(third, "metadata") && typeof (third as { metadata?: unknown }).metadata !== "string") ||
+    (entries.length > 0 &&
+      entries.every(([key]) => key === "metadata" || optionKeys.includes(key)) &&
+      entries.some(([, value]) => typeof value !== "string"));
+  if (!isOptions) return { metadata: third as MetadataInput, options: fourth };
+  const { metadata, ...options } = third as O & { metadata?: MetadataInput };
+  return { metadata, options: { ...options, ...fourth } as O };
+}
+
+/** The options `serialize` takes, by name. */
+export const SERIALIZE_OPTION_KEYS: readonly (keyof SerializeOptions)[] = ["maxHeaderBytes"];
+
 /** Compare strings by Unicode code point, which is UTF-8 byte order (Rust's `str` order, Python's `sorted`). */
 export function compareCodePoints(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
@@ -260,8 +287,13 @@ function layout<T extends TensorSpec>(
 }
 
 /** Serialize tensors (and optional string metadata) into one safetensors buffer. */
-export function serialize(input: NamedTensors, metadata?: MetadataInput, options?: SerializeOptions): Uint8Array {
-  const plan = planSerialization(input, metadata, options);
+export function serialize(
+  input: NamedTensors,
+  metadataOrOptions?: MetadataInput | (SerializeOptions & { metadata?: MetadataInput }),
+  options?: SerializeOptions,
+): Uint8Array {
+  const { metadata, options: chosen } = splitMetadataArgument(metadataOrOptions, options, SERIALIZE_OPTION_KEYS);
+  const plan = planSerialization(input, metadata, chosen);
   const out = new Uint8Array(plan.totalLength);
   out.set(plan.header, 0);
   let at = plan.header.length;

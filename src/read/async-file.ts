@@ -69,6 +69,7 @@ export interface AsyncTensorSlice {
   readonly dtype: TensorInfo["dtype"];
   readonly shape: readonly number[];
   plan(index: string | readonly SliceIndex[]): SlicePlan;
+  /** Read `index` as `TensorSlice.get` does: a `Tensor` of the slice's shape, in memory the caller owns. */
   get(index: string | readonly SliceIndex[], options?: AsyncGetOptions): Promise<Tensor>;
 }
 

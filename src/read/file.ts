@@ -32,6 +32,11 @@ export interface TensorSlice {
   /**
    * Read `index` (numpy basic indexing: ints, slices with any bounds and steps, `...`; or its string form such as
    * `"0:8, :, ::2"`), touching only the bytes it selects.
+   *
+   * Returns a `Tensor` of the tensor's dtype and the slice's shape (numpy's: `"0"` drops the axis, `"0:1"` keeps it
+   * with length 1), its bytes row-major: `.toFloat32()`, `.typed()`, `.toNested()` read them. When the selection is
+   * one contiguous run of a mapped file (mmap backend), the bytes are a view of the mapping, valid until the file is
+   * closed (`clone()` keeps them); otherwise, or with `{ memory: "owned" }`, they are memory the caller owns.
    */
   get(index: string | readonly SliceIndex[], options?: GetTensorOptions): Tensor;
 }

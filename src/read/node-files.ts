@@ -14,7 +14,9 @@ import {
   type MetadataInput,
   type NamedTensors,
   planSerialization,
+  SERIALIZE_OPTION_KEYS,
   type SerializeOptions,
+  splitMetadataArgument,
 } from "../format/serialize.js";
 import { mappedFile, registerBuffer } from "../io/file-views.js";
 import { loadNative, mapViews, nativeJsonAccelerators, nativeStatus } from "../io/native.js";
@@ -269,16 +271,31 @@ function viewsOf(header: Header, source: SyncByteSource, into: Map<string, Tenso
 /** Options of `saveFile`: header limits, `fsync`, `mode` and direct I/O. */
 export interface SaveFileOptions extends SerializeOptions, AtomicWriteOptions, SaveOptions {}
 
+/** The options `saveFile` takes, by name (to tell an options object from a metadata record). */
+const SAVE_FILE_OPTION_KEYS: readonly (keyof SaveFileOptions)[] = [
+  ...SERIALIZE_OPTION_KEYS,
+  "fsync",
+  "mode",
+  "directMinBytes",
+];
+
 /**
  * Write tensors (and optional string metadata) to `path` atomically: a temporary file in the same directory replaces
  * the target only when complete; on any failure the target is untouched and no temporary file is left.
+ *
+ * The third argument is the metadata (`saveFile(path, tensors, { format: "pt" })`) or the options with the metadata
+ * among them (`saveFile(path, tensors, { metadata: { format: "pt" }, fsync: true })`); the older form with options
+ * fourth (`saveFile(path, tensors, metadata, options)`) still works.
  */
 export function saveFile(
   path: string,
   tensors: NamedTensors,
-  metadata?: MetadataInput,
-  options: SaveFileOptions = {},
+  metadataOrOptions?: MetadataInput | (SaveFileOptions & { metadata?: MetadataInput }),
+  moreOptions?: SaveFileOptions,
 ): void {
+  const split = splitMetadataArgument(metadataOrOptions, moreOptions, SAVE_FILE_OPTION_KEYS);
+  const { metadata } = split;
+  const options = split.options ?? {};
   const plan = planSerialization(tensors, metadata, options);
   // One vectored write per 1024 tensors or 1 GiB: a checkpoint of many small tensors costs a few system calls; large
   // ones go to the device directly (O_DIRECT), tensors that are unmodified views of a mapped file are copied file to

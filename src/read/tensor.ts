@@ -1,6 +1,7 @@
 import { fromFloat32, toFloat32 } from "../codecs/index.js";
 import { byteSize, byteSizeNumber, type Dtype, dtypeInfo, dtypeOf, type TypedArrayName } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
+import { type Element, formatTensor, type Nested, toArray, toNested } from "./tensor-values.js";
 
 /** The TypedArrays `Tensor.typed` returns. */
 export type TypedArray =
@@ -137,11 +138,92 @@ export class Tensor {
     return new Tensor(dtype, shape, new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
   }
 
+  /**
+   * A tensor over a TypedArray's bytes (no copy): `Tensor.from(new Float32Array([1, 2, 3, 4]), [2, 2])`. The dtype
+   * defaults to the array's (Float32Array F32, Int32Array I32, Uint8Array U8, BigInt64Array I64...); give it for the
+   * dtypes stored in another array type: "F16" or "BF16" for a Uint16Array of their bits, "BOOL" or an F8 kind for
+   * a Uint8Array, "C64" for a Float32Array of (re, im) pairs. The shape defaults to one axis of the array's length.
+   * Float values to encode into F16, BF16 or F8: `Tensor.fromFloat32`.
+   */
+  static from(array: TypedArray, shape?: readonly number[], dtype?: Dtype): Tensor {
+    const kind = array.constructor.name as TypedArrayName;
+    const chosen = dtype ?? DEFAULT_DTYPES[kind];
+    if (chosen === undefined || CONSTRUCTORS[kind] === undefined) {
+      throw new SafetensorError("InvalidTensor", `Tensor.from takes a TypedArray, got ${kind}`);
+    }
+    const info = dtypeInfo(String(chosen));
+    if (!info) throw new SafetensorError("UnknownDtype", `unknown dtype ${JSON.stringify(chosen)}`);
+    if (info.typedArray !== kind) {
+      const hint =
+        info.isFloat && kind === "Float32Array"
+          ? ` (to encode float32 values: Tensor.fromFloat32("${info.name}", shape, values))`
+          : "";
+      throw new SafetensorError(
+        "InvalidTensor",
+        `${info.name} is stored in a ${info.typedArray}, not a ${kind}${hint}`,
+      );
+    }
+    let bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    if (!LITTLE_ENDIAN_HOST && array.BYTES_PER_ELEMENT > 1) {
+      bytes = bytes.slice();
+      swapBytes(bytes, array.BYTES_PER_ELEMENT);
+    }
+    const elements = info.name === "C64" ? array.length / 2 : array.length;
+    return new Tensor(info.name, shape ?? [elements], bytes);
+  }
+
   /** A copy that owns its bytes. */
   clone(): Tensor {
     return new Tensor(this.dtype, this.shape, this.#live().slice());
   }
+
+  /**
+   * Every element in a flat array, row-major: numbers (F16, BF16, F8 and the other small floats decoded), bigints
+   * for I64 and U64, booleans for BOOL, `[re, im]` for C64. For small tensors: over `maxElements` (default
+   * `DEFAULT_MAX_ARRAY_ELEMENTS`, 1 Mi) is `TooLarge` (`typed()` and `toFloat32()` are the compact forms).
+   */
+  toArray(options?: { maxElements?: number }): Element[] {
+    return toArray(this.#values(), options);
+  }
+
+  /** The elements as arrays nested by the shape (`[[1, 2], [3, 4]]`; a scalar is its value), as `toArray` limits. */
+  toNested(options?: { maxElements?: number }): Nested {
+    return toNested(this.#values(), options);
+  }
+
+  /**
+   * `Tensor(F32, [2, 3]) [[1, 2, 3], [4, 5, 6]]`: the dtype, shape and values as numpy and torch print them, the
+   * middle of each axis left out ("...") past 1,000 elements; only the values shown are read.
+   */
+  toString(): string {
+    if (this.data.byteLength !== this.#byteLength)
+      return `Tensor(${this.dtype}, [${this.shape.join(", ")}]) <released>`;
+    return formatTensor(this.#values());
+  }
+
+  /** What `console.log(tensor)` and `util.inspect` print in Node (the same as `toString()`). */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return this.toString();
+  }
+
+  #values(): { dtype: Dtype; shape: readonly number[]; data: Uint8Array } {
+    return { dtype: this.dtype, shape: this.shape, data: this.#live() };
+  }
 }
+
+/** The dtype `Tensor.from` gives each TypedArray when none is named. */
+const DEFAULT_DTYPES: Record<TypedArrayName, Dtype> = {
+  Uint8Array: "U8",
+  Int8Array: "I8",
+  Uint16Array: "U16",
+  Int16Array: "I16",
+  Uint32Array: "U32",
+  Int32Array: "I32",
+  Float32Array: "F32",
+  Float64Array: "F64",
+  BigInt64Array: "I64",
+  BigUint64Array: "U64",
+};
 
 function swapBytes(bytes: Uint8Array, size: number): void {
   for (let i = 0; i < bytes.length; i += size) bytes.subarray(i, i + size).reverse();

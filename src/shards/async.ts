@@ -42,7 +42,8 @@ export interface ShardedSource {
 
 /**
  * A sharded checkpoint read through async sources (what `openShardedAsync` returns): the index and every shard's
- * header are checked against each other at open; tensors are fetched from their shards on demand.
+ * header are checked against each other at open; tensors are fetched from their shards on demand. `await close()` it
+ * when done.
  */
 export class AsyncShardedFile extends ShardedView<AsyncSafetensorsFile> {
   static async open(source: ShardedSource, options: AsyncShardedOptions = {}): Promise<AsyncShardedFile> {
@@ -81,6 +82,7 @@ export class AsyncShardedFile extends ShardedView<AsyncSafetensorsFile> {
     return this.shard(this.shardOf(name)).getSlice(name);
   }
 
+  /** Close every shard's source (idempotent); later reads throw `Closed`. */
   async close(): Promise<void> {
     const files = this.files;
     this.files = null;

@@ -36,7 +36,11 @@ export interface OpenShardedOptions extends OpenFileOptions {
   maxIndexBytes?: number;
 }
 
-/** A sharded checkpoint opened as one: tensors are read from whichever shard holds them. */
+/**
+ * A sharded checkpoint opened as one: tensors are read from whichever shard holds them. It holds every shard open:
+ * `close()` it when done (or `using sharded = openSharded(dir)`), which also releases the tensors viewing mapped
+ * shards (copy with `clone()` or `getTensor(name, { memory: "owned" })` to keep them).
+ */
 export class ShardedFile extends ShardedView<SafetensorsFile> {
   private constructor(
     /** The directory shard paths are relative to. */
@@ -115,6 +119,7 @@ export class ShardedFile extends ShardedView<SafetensorsFile> {
     return this.shard(this.locate(name).file).getSlice(name);
   }
 
+  /** Close every shard (idempotent); later reads throw `Closed`. Also run by `using`. */
   close(): void {
     for (const file of this.files?.values() ?? []) file.close();
     this.files = null;
