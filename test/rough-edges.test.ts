@@ -462,3 +462,18 @@ test("the kohya LoRA of the corpus: a screen by default, its tag counts readable
   );
   assert.match(full.stdout, /\n {2}ss_network_args: \{"conv_rank": "4", "conv_alpha": "4", "algo": "lokr"\}\n/);
 });
+
+test("--help lists every command; help manifest says Sigstore bundles, Ed25519 and ECDSA", async () => {
+  const { COMMANDS } = await import("../src/cli/commands.js");
+  const help = await cli("--help");
+  for (const { name } of COMMANDS) assert.match(help.stdout, new RegExp(`\\n {2}${name} +\\S`), name);
+  for (const name of ["scan", "convert", "diff", "patch", "manifest"]) assert.ok(help.stdout.includes(`  ${name} `));
+  assert.match(
+    help.stdout,
+    /\n {2}manifest +integrity manifests: create, sign \(a Sigstore bundle; Ed25519 or ECDSA key\)/,
+  );
+  const manifest = await cli("help", "manifest");
+  assert.match(manifest.stdout, /Sigstore bundle/);
+  assert.match(manifest.stdout, /Ed25519/);
+  assert.match(manifest.stdout, /ECDSA P-256\/P-384\/P-521/);
+});
