@@ -52,7 +52,8 @@ const files = readdirSync("test")
   .filter((name) => name.endsWith(".test.ts") && !(name in SLOW))
   .sort()
   .map((name) => `test/${name}`);
-const run = spawnSync(process.execPath, ["--import", "tsx", "--test", ...process.argv.slice(2), ...files], {
+const reporter = "--test-reporter=./test/helpers/reporter.mjs";
+const run = spawnSync(process.execPath, ["--import", "tsx", "--test", reporter, ...process.argv.slice(2), ...files], {
   stdio: "inherit",
 });
 process.exitCode = run.status ?? 1;
