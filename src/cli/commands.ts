@@ -80,4 +80,9 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: "PyTorch checkpoint to safetensors, never executing it",
     load: () => import("./convert.js"),
   },
+  {
+    name: "to-gguf",
+    summary: "a model folder to GGUF for llama.cpp (f16, bf16, q8_0, q4_0...)",
+    load: () => import("./to-gguf.js"),
+  },
 ];

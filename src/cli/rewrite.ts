@@ -224,7 +224,7 @@ export async function runWithProgress<S extends object>(
 }
 
 /** A one-line progress bar on standard error: only on a terminal, only once the work has taken a second. */
-class ProgressBar {
+export class ProgressBar {
   readonly #enabled = process.stderr.isTTY === true;
   readonly #started = performance.now();
   #done = 0;

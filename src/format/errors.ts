@@ -83,7 +83,14 @@ export type SafetensorErrorCode =
   | "UnsupportedMergeConfig"
   | "MergeMismatch"
   | "InvalidAdapter"
-  | "UnsupportedAdapter";
+  | "UnsupportedAdapter"
+  // GGUF (src/gguf): a malformed GGUF file; a GGUF past one of the reader's limits (counts, string and array
+  // lengths, header size); a tensor type we cannot decode; a model we cannot convert (architecture, tokenizer or
+  // config refused by name before anything is written).
+  | "InvalidGguf"
+  | "GgufLimit"
+  | "UnsupportedGgufType"
+  | "UnsupportedModel";
 
 /** The one error type of the library: match on `code` (stable), never on `message`. */
 export class SafetensorError extends Error {

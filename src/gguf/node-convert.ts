@@ -1,0 +1,235 @@
+/**
+ * `safetensors to-gguf` as a library function: a model folder (local or remote) to a GGUF file, streamed. Each
+ * tensor is read in chunks of whole rows, converted (see kernel.ts) and written at its planned offset in a
+ * temporary file that replaces OUT only when complete (atomic, as every write here). Memory is O(chunk) whatever
+ * the model's size: nothing holds a whole tensor, except a permuted 1-D bias.
+ *
+ * Tensors whose bytes do not change (same type, no permutation, no +1) are copied by the kernel
+ * (copy_file_range) when the model is local.
+ */
+import * as fs from "node:fs";
+import { SafetensorError } from "../format/errors.js";
+import { copyRange } from "../io/node-copy.js";
+import { AtomicFile, type AtomicWriteOptions, writeAllAt, writeError } from "../io/node-write.js";
+import { addOne, decodeSource, encodeOutput, outputBytes, permuteRows, sourceBytes } from "./kernel.js";
+import { type ModelFolder, type OpenModelOptions, openModelFolder } from "./node-model.js";
+import { QuantPool } from "./node-pool.js";
+import { type ConversionPlan, type OutputType, type PlanOptions, planConversion, type TensorJob } from "./plan.js";
+import { ggmlTypeByName } from "./types.js";
+import { planGguf } from "./writer.js";
+
+/** Source bytes read per chunk (default 8 MiB): large enough for disk speed, small enough for O(chunk) memory. */
+export const DEFAULT_CHUNK_BYTES = 8 << 20;
+
+export interface ToGgufOptions extends PlanOptions, OpenModelOptions, AtomicWriteOptions {
+  type?: OutputType;
+  chunkBytes?: number;
+  /** Worker threads for quantizing (default: the machine's cores, up to 4; 0 = main thread only). */
+  threads?: number;
+  onProgress?: (done: number, total: number) => void;
+  signal?: AbortSignal;
+}
+
+export interface ToGgufResult {
+  readonly file: string;
+  readonly bytes: number;
+  readonly tensors: number;
+  readonly parameters: number;
+  readonly architecture: string;
+  readonly type: OutputType;
+}
+
+/** Plan a conversion without writing anything (what `to-gguf --dry-run` prints). */
+export async function planToGguf(model: string, options: ToGgufOptions = {}): Promise<ConversionPlan> {
+  const folder = await openModelFolder(model, options);
+  try {
+    return await planFolder(folder, options);
+  } finally {
+    await folder.close();
+  }
+}
+
+function planFolder(folder: ModelFolder, options: ToGgufOptions): Promise<ConversionPlan> {
+  return planConversion(
+    {
+      config: folder.config,
+      generationConfig: folder.generationConfig,
+      directoryName: folder.name,
+      tokenizer: folder.tokenizer,
+      tensors: folder.tensors,
+    },
+    options.type ?? "F16",
+    options,
+  );
+}
+
+/** Convert MODEL (a directory, index or remote folder) to a GGUF file at `out`. */
+export async function toGguf(model: string, out: string, options: ToGgufOptions = {}): Promise<ToGgufResult> {
+  const type = options.type ?? "F16";
+  const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+  if (!(Number.isSafeInteger(chunkBytes) && chunkBytes >= 4096)) {
+    throw new SafetensorError("InvalidOption", "chunkBytes must be an integer of at least 4096");
+  }
+  const folder = await openModelFolder(model, options);
+  let file: AtomicFile | undefined;
+  const fds = new Map<number, number>();
+  const pool = QuantPool.create(type, options.threads);
+  try {
+    const plan = await planFolder(folder, options);
+    const layout = planGguf(
+      plan.metadata,
+      plan.jobs.map((j) => ({ name: j.name, dims: j.dims, type: ggmlTypeByName(j.type) })),
+    );
+    file = AtomicFile.create(out, options);
+    const fd = file.fd;
+    try {
+      writeAllAt(fd, layout.header, 0);
+    } catch (error) {
+      throw writeError(error, `cannot write ${out}`);
+    }
+    const total = layout.sizes.reduce((a, b) => a + b, 0);
+    let done = 0;
+    const progress = (n: number) => {
+      done += n;
+      options.onProgress?.(done, total);
+    };
+    const byName = new Map(folder.tensors.map((t) => [t.name, t]));
+    for (let i = 0; i < plan.jobs.length; i++) {
+      if (options.signal?.aborted) throw options.signal.reason ?? new Error("aborted");
+      const job = plan.jobs[i]!;
+      const at = layout.offsets[i]!;
+      if (job.data !== undefined) {
+        const bytes = new Uint8Array(outputBytes(job.type, job.data.length));
+        encodeOutput(job.type, job.data, job.data.length, bytes);
+        writeAt(fd, bytes, at, out);
+        progress(bytes.length);
+        continue;
+      }
+      const source = byName.get(job.source!)!;
+      const part = folder.parts[source.part]!;
+      let inFd: number | undefined;
+      if (part.path !== undefined) {
+        inFd = fds.get(source.part);
+        if (inFd === undefined) {
+          inFd = fs.openSync(part.path, "r");
+          fds.set(source.part, inFd);
+        }
+      }
+      const read = async (offset: number, length: number): Promise<Uint8Array> => {
+        if (inFd !== undefined) {
+          const buf = new Uint8Array(length);
+          let got = 0;
+          while (got < length) {
+            const n = fs.readSync(inFd, buf, got, length - got, offset + got);
+            if (n === 0) throw new SafetensorError("SourceChanged", `${part.file} is shorter than its header says`);
+            got += n;
+          }
+          return buf;
+        }
+        const [bytes] = await part.remote!.readRanges([{ start: offset, end: offset + length }], {
+          signal: options.signal,
+        });
+        return bytes!;
+      };
+      await convertTensor(job, source.offset, read, inFd, fd, at, out, chunkBytes, pool, progress);
+    }
+    file.commit();
+    return {
+      file: out,
+      bytes: layout.fileSize,
+      tensors: plan.jobs.length,
+      parameters: plan.totalParameters,
+      architecture: plan.arch.gguf,
+      type,
+    };
+  } catch (error) {
+    file?.abort();
+    throw error;
+  } finally {
+    for (const f of fds.values()) fs.closeSync(f);
+    await pool?.close();
+    await folder.close();
+  }
+}
+
+function writeAt(fd: number, bytes: Uint8Array, at: number, out: string): void {
+  try {
+    writeAllAt(fd, bytes, at);
+  } catch (error) {
+    throw writeError(error, `cannot write ${out}`);
+  }
+}
+
+async function convertTensor(
+  job: TensorJob,
+  sourceOffset: number,
+  read: (offset: number, length: number) => Promise<Uint8Array>,
+  inFd: number | undefined,
+  outFd: number,
+  outAt: number,
+  out: string,
+  chunkBytes: number,
+  pool: QuantPool | null,
+  progress: (n: number) => void,
+): Promise<void> {
+  const elementBytes = sourceBytes(job.sourceDtype);
+  const unchanged = job.type === job.sourceDtype && !job.plusOne;
+  // A permuted 1-D bias: its elements are the rows being reordered.
+  const oneD = job.dims.length === 1;
+  const rows = oneD && job.permuteHeads > 0 ? job.rowLength : job.keepRows;
+  const rowLength = oneD && job.permuteHeads > 0 ? 1 : job.rowLength;
+  const rowBytes = rowLength * elementBytes;
+  const headRows = job.permuteHeads > 0 ? rows / job.permuteHeads : 1;
+  if (unchanged && job.permuteHeads === 0 && inFd !== undefined) {
+    const length = rows * rowBytes;
+    try {
+      copyRange(inFd, sourceOffset, outFd, outAt, length);
+    } catch (error) {
+      throw writeError(error, `cannot write ${out}`);
+    }
+    progress(length);
+    return;
+  }
+  // Whole rows per chunk, whole heads when permuting.
+  let chunkRows = Math.max(1, Math.floor(chunkBytes / rowBytes));
+  if (job.permuteHeads > 0) chunkRows = Math.max(headRows, Math.floor(chunkRows / headRows) * headRows);
+  const outRowBytes = outputBytes(job.type, rowLength);
+  let written = 0;
+  const pending: Promise<void>[] = [];
+  for (let r = 0; r < rows; r += chunkRows) {
+    const n = Math.min(chunkRows, rows - r);
+    let src = await read(sourceOffset + r * rowBytes, n * rowBytes);
+    if (job.permuteHeads > 0) {
+      const permuted = new Uint8Array(src.length);
+      permuteRows(src, permuted, n, rowBytes, headRows);
+      src = permuted;
+    }
+    const at = outAt + written;
+    written += n * outRowBytes;
+    if (unchanged) {
+      writeAt(outFd, src, at, out);
+      progress(src.length);
+      continue;
+    }
+    const count = n * rowLength;
+    if (pool !== null && !job.plusOne && count >= 4096) {
+      // Quantized in a worker while the next chunk is read; at most pool.size chunks in flight.
+      const task = pool.run(job.sourceDtype, job.type, src, count).then((bytes) => {
+        writeAt(outFd, bytes, at, out);
+        progress(bytes.length);
+      });
+      task.catch(() => {}); // awaited below; this only keeps a failure from being reported as unhandled
+      pending.push(task);
+      if (pending.length >= pool.size) await pending.shift();
+      continue;
+    }
+    const values = new Float32Array(count);
+    decodeSource(job.sourceDtype, src, count, values);
+    if (job.plusOne) addOne(values, count, job.sourceDtype);
+    const bytes = new Uint8Array(n * outRowBytes);
+    encodeOutput(job.type, values, count, bytes);
+    writeAt(outFd, bytes, at, out);
+    progress(bytes.length);
+  }
+  await Promise.all(pending);
+}
