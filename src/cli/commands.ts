@@ -85,4 +85,9 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: "a model folder to GGUF for llama.cpp (f16, bf16, q8_0, q4_0...)",
     load: () => import("./to-gguf.js"),
   },
+  {
+    name: "from-gguf",
+    summary: "a GGUF file back to a safetensors checkpoint with config.json",
+    load: () => import("./from-gguf.js"),
+  },
 ];

@@ -135,6 +135,13 @@ class Out {
   }
 }
 
+/** An array value as GGUF encodes it after its type tag: item type, count, items. */
+export function encodeArray(value: GgufArray): Uint8Array {
+  const out = new Out();
+  out.array(value);
+  return out.take();
+}
+
 /** Bytes of a tensor of this type and GGUF dims (rows must be whole blocks). */
 export function plannedBytes(t: PlannedTensor): number {
   const elements = t.dims.reduce((a, b) => a * b, 1);

@@ -1,0 +1,177 @@
+/**
+ * to-gguf against llama.cpp's converter: tiny models (scripts/gen_gguf_fixtures.py) converted by us must give the
+ * GGUF convert_hf_to_gguf.py gave (byte for byte: every key, tensor and offset) for f32, f16, bf16 and q8_0, and
+ * for q4_0/q4_1/q5_0/q5_1 the tensors gguf-py's quantizer gives. Refusals write nothing.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+import { toGguf } from "../src/gguf/node-convert.js";
+import { openGgufSync } from "../src/gguf/node-gguf.js";
+import type { OutputType } from "../src/gguf/plan.js";
+import type { GgufHeader } from "../src/gguf/reader.js";
+import { encodeArray } from "../src/gguf/writer.js";
+import { repoRoot } from "./helpers/corpus.js";
+
+const FIXTURES = path.join(repoRoot, "test/fixtures/gguf");
+
+interface Summary {
+  size: number;
+  sha256: string;
+  kv: unknown[][];
+  tensors: [string, string, number[], number, string][];
+}
+interface Expected {
+  pre: string | null;
+  types: Record<string, Summary>;
+  quantized: Record<string, Record<string, [string, string]>>;
+}
+const expected = JSON.parse(fs.readFileSync(path.join(FIXTURES, "expected.json"), "utf8")) as Record<string, Expected>;
+
+const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+function tmpDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), "gguf-convert-"));
+}
+
+/** The same summary the fixture script makes with gguf-py's reader. */
+function summary(file: string): Summary {
+  const g = openGgufSync(file);
+  try {
+    const h: GgufHeader = g.header;
+    const kv = [...h.metadata].map(([key, v]) => {
+      if (v.type === "ARRAY") return [key, "ARRAY", v.value.itemType, v.value.items.length, sha(encodeArray(v.value))];
+      if (v.type === "FLOAT32") {
+        const b = new DataView(new ArrayBuffer(4));
+        b.setFloat32(0, v.value as number, true);
+        return [key, v.type, `f32:${b.getUint32(0, true).toString(16).padStart(8, "0")}`];
+      }
+      return [key, v.type, typeof v.value === "bigint" ? Number(v.value) : v.value];
+    });
+    const tensors = h.tensors.map(
+      (t) =>
+        [
+          t.name,
+          t.type.name,
+          [...t.dims].reverse(),
+          t.offset,
+          sha(g.tensorBytes(t.name)),
+        ] as Summary["tensors"][number],
+    );
+    const whole = fs.readFileSync(file);
+    return { size: whole.length, sha256: sha(whole), kv, tensors };
+  } finally {
+    g.close();
+  }
+}
+
+for (const [model, exp] of Object.entries(expected)) {
+  for (const [type, want] of Object.entries(exp.types)) {
+    test(`to-gguf ${model} --type ${type} equals llama.cpp's converter`, async () => {
+      const dir = tmpDir();
+      try {
+        const out = path.join(dir, "out.gguf");
+        await toGguf(path.join(FIXTURES, model), out, {
+          type: type.toUpperCase() as OutputType,
+          tokenizerPre: exp.pre ?? undefined,
+          threads: type === "q8_0" ? 2 : 0,
+        });
+        const got = summary(out);
+        assert.deepEqual(got.kv, want.kv);
+        assert.deepEqual(got.tensors, want.tensors);
+        assert.equal(got.size, want.size);
+        assert.equal(got.sha256, want.sha256);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+  for (const [type, tensors] of Object.entries(exp.quantized)) {
+    test(`to-gguf ${model} --type ${type}: blocks equal gguf-py's quantizer`, async () => {
+      const dir = tmpDir();
+      try {
+        const out = path.join(dir, "out.gguf");
+        await toGguf(path.join(FIXTURES, model), out, {
+          type: type.toUpperCase() as OutputType,
+          tokenizerPre: exp.pre ?? undefined,
+          threads: 0,
+        });
+        const g = openGgufSync(out);
+        try {
+          for (const [name, [qtype, digest]] of Object.entries(tensors)) {
+            const info = g.tensorInfo(name);
+            assert.equal(info.type.name, qtype, name);
+            assert.equal(sha(g.tensorBytes(name)), digest, name);
+          }
+          const f32 = expected[model]!.types.f32!;
+          assert.deepEqual(
+            g.header.tensors.map((t) => t.name),
+            f32.tensors.map((t) => t[0]),
+          );
+        } finally {
+          g.close();
+        }
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+}
+
+function copyModel(model: string, dir: string): string {
+  const target = path.join(dir, model);
+  fs.cpSync(path.join(FIXTURES, model), target, { recursive: true });
+  return target;
+}
+
+test("an unsupported architecture is refused by name and nothing is written", async () => {
+  const dir = tmpDir();
+  try {
+    const model = copyModel("tiny-qwen2", dir);
+    const config = JSON.parse(fs.readFileSync(path.join(model, "config.json"), "utf8"));
+    config.architectures = ["FalconForCausalLM"];
+    fs.writeFileSync(path.join(model, "config.json"), JSON.stringify(config));
+    const out = path.join(dir, "out.gguf");
+    await assert.rejects(toGguf(model, out), (e: Error & { code?: string }) => {
+      assert.equal(e.code, "UnsupportedModel");
+      assert.match(e.message, /FalconForCausalLM/);
+      return true;
+    });
+    assert.deepEqual(fs.readdirSync(dir), ["tiny-qwen2"]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a BPE tokenizer llama.cpp does not know is refused unless --tokenizer-pre names it", async () => {
+  const dir = tmpDir();
+  try {
+    const model = copyModel("tiny-llama", dir);
+    const out = path.join(dir, "out.gguf");
+    await assert.rejects(toGguf(model, out), (e: Error & { code?: string }) => {
+      assert.equal(e.code, "UnsupportedModel");
+      assert.match(e.message, /pre-tokenizer not recognised/);
+      return true;
+    });
+    assert.equal(fs.existsSync(out), false);
+    await assert.rejects(toGguf(model, out, { tokenizerPre: "no-such-pre" }), { code: "InvalidOption" });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a model without config.json or tokenizer is refused", async () => {
+  const dir = tmpDir();
+  try {
+    const model = copyModel("tiny-qwen2", dir);
+    fs.rmSync(path.join(model, "tokenizer.json"));
+    await assert.rejects(toGguf(model, path.join(dir, "o.gguf")), { code: "UnsupportedModel" });
+    fs.rmSync(path.join(model, "config.json"));
+    await assert.rejects(toGguf(model, path.join(dir, "o.gguf")), { code: "UnsupportedModel" });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
