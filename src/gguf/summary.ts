@@ -59,7 +59,8 @@ export function summarizeGguf(header: GgufHeader): GgufSummary {
   const byType: GgufSummary["byType"] = {};
   let parameters = 0;
   for (const t of header.tensors) {
-    const entry = (byType[t.type.name] ??= { tensors: 0, parameters: 0, bytes: 0 });
+    const entry = byType[t.type.name] ?? { tensors: 0, parameters: 0, bytes: 0 };
+    byType[t.type.name] = entry;
     entry.tensors++;
     entry.parameters += t.elements;
     entry.bytes += t.byteLength;
