@@ -14,7 +14,8 @@ const minify = !process.argv.includes("--no-minify");
 // esbuild adds to its outdir: chunks of earlier builds (new hashes each time) would pile up and ship.
 rmSync("dist/bundle", { recursive: true, force: true });
 await build({
-  entryPoints: { cli: "dist/cli/main.js" },
+  // gguf-worker: to-gguf's quantizing worker thread, found beside the chunk that starts it (src/gguf/node-pool.ts).
+  entryPoints: { cli: "dist/cli/main.js", "gguf-worker": "dist/gguf/node-quant-worker.js" },
   outdir: "dist/bundle",
   bundle: true,
   splitting: true,

@@ -85,7 +85,7 @@ def make_llama(out):
     cfg = LlamaConfig(
         vocab_size=len(tok.get_vocab()), hidden_size=32, intermediate_size=32, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, bos_token_id=0, eos_token_id=1,
-        tie_word_embeddings=False, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, rms_norm_eps=1e-5, initializer_range=0.3,
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 64},
         rope_theta=500000.0,
@@ -102,7 +102,7 @@ def make_qwen2(out):
     torch.manual_seed(1)
     cfg = Qwen2Config(
         vocab_size=320, hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True, eos_token_id=2,
+        num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True, eos_token_id=2, initializer_range=0.3,
     )
     save_model(Qwen2ForCausalLM(cfg), fast, out, torch.bfloat16)
 
@@ -116,7 +116,7 @@ def make_qwen3(out):
     cfg = Qwen3Config(
         vocab_size=len(tok.get_vocab()), hidden_size=32, intermediate_size=48, num_hidden_layers=1,
         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=128,
-        tie_word_embeddings=False,
+        tie_word_embeddings=False, initializer_range=0.3,
     )
     save_model(Qwen3ForCausalLM(cfg), fast, out, torch.float16)
 
@@ -149,7 +149,7 @@ def make_mistral_spm(out):
     torch.manual_seed(3)
     cfg = MistralConfig(
         vocab_size=344, hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4,
-        num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=False, sliding_window=None,
+        num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=False, sliding_window=None, initializer_range=0.3,
     )
     MistralForCausalLM(cfg).to(torch.float16).save_pretrained(out)
 
@@ -267,6 +267,29 @@ def edge_quants():
     return result
 
 
+PROMPTS = ["The quick brown fox", "Hello world! 123"]
+GREEDY_TOKENS = 8
+
+
+def greedy(model_dir):
+    """transformers' greedy continuation (argmax each step, no stop at end tokens) of fixed prompts, in float32."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    out = []
+    for prompt in PROMPTS:
+        ids = tok(prompt)["input_ids"]
+        seq = list(ids)
+        with torch.no_grad():
+            for _ in range(GREEDY_TOKENS):
+                logits = model(torch.tensor([seq])).logits[0, -1]
+                top = torch.topk(logits, 2)
+                seq.append(int(top.indices[0]))
+        out.append({"prompt": prompt, "ids": ids, "continuation": seq[len(ids):]})
+    return out
+
+
 def main():
     if LLAMA_CPP is None:
         sys.exit("set LLAMA_CPP to a llama.cpp checkout (its convert_hf_to_gguf.py and gguf-py are run, not copied)")
@@ -280,7 +303,7 @@ def main():
                 p = os.path.join(model_dir, extra)
                 if os.path.exists(p):
                     os.remove(p)
-            expected[name] = {"pre": pre, "types": {}}
+            expected[name] = {"pre": pre, "types": {}, "greedy": greedy(model_dir)}
             for t in TYPES:
                 f = os.path.join(tmp, f"{name}-{t}.gguf")
                 convert(model_dir, f, t, pre)

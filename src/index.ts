@@ -62,6 +62,39 @@ export {
   type TensorLike,
   type TensorSpec,
 } from "./format/serialize.js";
+export { SUPPORTED_ARCHITECTURES } from "./gguf/arch.js";
+export {
+  AsyncGgufFile,
+  DEFAULT_GGUF_LOCAL_FIRST_READ,
+  DEFAULT_GGUF_REMOTE_FIRST_READ,
+  decodeTensor,
+  GgufFile,
+  type GgufOpenOptions,
+} from "./gguf/file.js";
+export {
+  type ConversionPlan as GgufConversionPlan,
+  type ConvertInputs as GgufConvertInputs,
+  OUTPUT_TYPES as GGUF_OUTPUT_TYPES,
+  type OutputType as GgufOutputType,
+  planConversion as planGgufConversion,
+  type SourceTensor as GgufSourceTensor,
+  type TensorJob as GgufTensorJob,
+} from "./gguf/plan.js";
+export { blockBytes, dequantize, QUANT_TYPES, type QuantTypeName, quantize } from "./gguf/quants.js";
+export {
+  DEFAULT_GGUF_LIMITS,
+  type GgufHeader,
+  type GgufLimits,
+  type GgufTensorInfo,
+  parseGgufHeader,
+} from "./gguf/reader.js";
+export {
+  ARRAY_PREVIEW,
+  type GgufSummary,
+  summarizeGguf,
+} from "./gguf/summary.js";
+export { GGML_TYPES, type GgufArray, type GgufValue, ggmlType } from "./gguf/types.js";
+export { type GgufPlan, type PlannedTensor as GgufPlannedTensor, planGguf } from "./gguf/writer.js";
 export {
   BufferUsage,
   type CacheEntryInfo,
@@ -103,6 +136,7 @@ export { MERGE_METHODS, type MergeConfig, type MergeMethod, parseMergeConfig } f
 export { type ExecuteOptions, executeJob, type MergeReader, type MergeSink } from "./merge/execute.js";
 export { type AdapterConfig, parseAdapterConfig, planLora } from "./merge/lora.js";
 export { type MergePlan, type ModelCatalog, planMerge, type TensorJob } from "./merge/plan.js";
+
 export {
   type Container,
   type ContainerFormat,

@@ -126,7 +126,6 @@ describe("inputs that are not safetensors", () => {
       /convert/,
     ],
     [dir, "a directory", /give one of its 1 \.safetensors files \(model-00001-of-00002\.safetensors\)/],
-    [write("gguf.safetensors", "GGUF\u0003\u0000\u0000\u0000\u0000\u0000\u0000\u0000"), "a GGUF model file", /./],
     [
       write("lfs.safetensors", "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 123456\n"),
       "a Git LFS pointer file \\(the real file, 123456 bytes, was not downloaded\\)",
@@ -156,6 +155,15 @@ describe("inputs that are not safetensors", () => {
       }
     });
   }
+
+  test("a GGUF file is read as GGUF (here a truncated one: error[InvalidGguf])", async () => {
+    const file = write("gguf.safetensors", "GGUF\u0003\u0000\u0000\u0000\u0000\u0000\u0000\u0000");
+    for (const command of ["inspect", "validate", "hash"]) {
+      const run = await cli(command, file);
+      assert.equal(run.code, 1, command);
+      assert.match(run.stderr, /^error\[InvalidGguf\]: truncated/, command);
+    }
+  });
 
   test("the library keeps the reference's code and names the format in the message", () => {
     assert.throws(

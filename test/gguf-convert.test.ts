@@ -4,17 +4,20 @@
  * for q4_0/q4_1/q5_0/q5_1 the tensors gguf-py's quantizer gives. Refusals write nothing.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
 import { toGguf } from "../src/gguf/node-convert.js";
+import { fromGguf } from "../src/gguf/node-from-gguf.js";
 import { openGgufSync } from "../src/gguf/node-gguf.js";
 import type { OutputType } from "../src/gguf/plan.js";
 import type { GgufHeader } from "../src/gguf/reader.js";
 import { encodeArray } from "../src/gguf/writer.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { referencePython } from "./helpers/reference.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/gguf");
 
@@ -171,6 +174,66 @@ test("a model without config.json or tokenizer is refused", async () => {
     await assert.rejects(toGguf(model, path.join(dir, "o.gguf")), { code: "UnsupportedModel" });
     fs.rmSync(path.join(model, "config.json"));
     await assert.rejects(toGguf(model, path.join(dir, "o.gguf")), { code: "UnsupportedModel" });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The reference python, when it can import gguf-py (.ci/run installs it into .venv-ref). */
+function ggufPython(): string | false {
+  const ref = referencePython();
+  if (ref === null) return false;
+  const probe = spawnSync(ref.python, ["-c", "import gguf"], { encoding: "utf8" });
+  return probe.status === 0 ? ref.python : false;
+}
+const python = ggufPython();
+const noGgufPy =
+  python === false ? "gguf-py not found in the reference venv (.ci/run installs it into .venv-ref)" : false;
+if (noGgufPy) process.emitWarning(noGgufPy, { code: "SAFETENSORS_GGUF_PY_MISSING" });
+
+test("gguf-py reads our GGUF as we do, and from-gguf of our q8_0 equals its dequantize", {
+  skip: noGgufPy,
+}, async () => {
+  const dir = tmpDir();
+  try {
+    for (const [model, exp] of Object.entries(expected)) {
+      const out = path.join(dir, `${model}.gguf`);
+      await toGguf(path.join(FIXTURES, model), out, { type: "Q8_0", tokenizerPre: exp.pre ?? undefined, threads: 0 });
+      const back = path.join(dir, `${model}-back`);
+      await fromGguf(out, back);
+      const run = spawnSync(
+        python as string,
+        [path.join(repoRoot, "test/helpers/gguf_check.py"), out, path.join(back, "model.safetensors")],
+        { encoding: "utf8", maxBuffer: 64 << 20 },
+      );
+      assert.equal(run.status, 0, run.stderr);
+      const theirs = JSON.parse(run.stdout) as {
+        kv: Record<string, unknown[]>;
+        tensors: Record<string, [string, number[], string]>;
+        dequantized_equal: Record<string, boolean>;
+      };
+      const g = openGgufSync(out);
+      try {
+        assert.deepEqual(Object.keys(theirs.kv), [...g.header.metadata.keys()]);
+        for (const [key, v] of g.header.metadata) {
+          const [type, value] = theirs.kv[key]!;
+          if (v.type === "ARRAY") {
+            assert.equal(type, v.value.itemType, key);
+            assert.equal(value, v.value.items.length, key);
+          } else {
+            assert.equal(type, v.type, key);
+            assert.deepEqual(value, typeof v.value === "bigint" ? Number(v.value) : v.value, key);
+          }
+        }
+        for (const t of g.header.tensors) {
+          assert.deepEqual(theirs.tensors[t.name], [t.type.name, [...t.dims].reverse(), sha(g.tensorBytes(t.name))]);
+        }
+      } finally {
+        g.close();
+      }
+      const unequal = Object.entries(theirs.dequantized_equal).filter(([, same]) => !same);
+      assert.deepEqual(unequal, [], `${model}: from-gguf tensors differ from gguf-py's dequantize`);
+    }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

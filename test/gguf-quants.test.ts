@@ -8,7 +8,9 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
-import { blockBytes, dequantize, QUANT_TYPES, quantize } from "../src/gguf/quants.js";
+import { decodeF16 } from "../src/codecs/half.js";
+import { wasmQ8Kernel } from "../src/gguf/q8-kernel.js";
+import { blockBytes, dequantize, QUANT_TYPES, quantize, quantizeQ8_0FromF16 } from "../src/gguf/quants.js";
 import { repoRoot } from "./helpers/corpus.js";
 
 const fixture = JSON.parse(fs.readFileSync(path.join(repoRoot, "test/fixtures/gguf/quants.json"), "utf8")) as {
@@ -34,4 +36,35 @@ for (const type of QUANT_TYPES) {
 test("quantize refuses a partial block and a short output", () => {
   assert.throws(() => quantize("Q8_0", new Float32Array(31), new Uint8Array(34)), RangeError);
   assert.throws(() => quantize("Q4_0", new Float32Array(64), new Uint8Array(18)), RangeError);
+});
+
+test("the WebAssembly SIMD Q8_0 kernel gives the JavaScript kernel's bytes, for every F16 code", (t) => {
+  const simd = wasmQ8Kernel();
+  if (simd === null) {
+    t.skip("this engine has no WebAssembly SIMD");
+    return;
+  }
+  const n = 65536 * 3;
+  const codes = new Uint16Array(n);
+  for (let i = 0; i < 65536; i++) codes[i] = i;
+  let seed = 1;
+  for (let i = 65536; i < n; i++) {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    codes[i] = seed >>> 16;
+  }
+  // NaN and infinity make the whole block's scale NaN/inf, where numpy's int8 cast is undefined: left out.
+  for (let i = 0; i < n; i++) if ((codes[i]! & 0x7c00) === 0x7c00) codes[i] = codes[i]! & 0xbbff;
+  // Blocks of subnormal values: subnormal and zero scales.
+  for (let b = 0; b < 64; b++)
+    for (let i = 0; i < 32; i++) codes[b * 32 + i] = ((b * 7 + i) & 0x3ff) | (i & 1 ? 0x8000 : 0);
+  const js = new Uint8Array((n / 32) * 34);
+  const wasm = new Uint8Array((n / 32) * 34);
+  quantizeQ8_0FromF16(codes, js);
+  simd(new Uint8Array(codes.buffer), n, wasm);
+  assert.equal(Buffer.compare(Buffer.from(js), Buffer.from(wasm)), 0);
+  const values = new Float32Array(n);
+  decodeF16(new Uint8Array(codes.buffer), n, values);
+  const direct = new Uint8Array((n / 32) * 34);
+  quantize("Q8_0", values, direct);
+  assert.equal(Buffer.compare(Buffer.from(js), Buffer.from(direct)), 0);
 });

@@ -8,6 +8,7 @@ import cliInspect from "./cli-inspect.js";
 import { cliMerge, cliShard } from "./cli-shard.js";
 import convertPickle from "./convert-pickle.js";
 import edit128Rows from "./edit-128-rows.js";
+import { ggufF16, ggufQ8 } from "./gguf.js";
 import importTime from "./import.js";
 import importCore from "./import-core.js";
 import loadAll from "./load-all.js";
@@ -55,6 +56,8 @@ export const FIGURES: readonly Figure[] = [
   mergeLinear,
   mergeTies,
   loraBake,
+  ggufF16,
+  ggufQ8,
 ];
 
 export function figureNamed(name: string): Figure | undefined {

@@ -15,6 +15,7 @@ import type { AsyncSafetensorsFile } from "../read/async-file.js";
 import type { Backend } from "../read/node-files.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { hashGguf, isGgufInput } from "./gguf-input.js";
 import { openInput, stdinAsPath, streamStdin } from "./input.js";
 import type { Io } from "./io.js";
 import { isRemoteLocation, withRemote } from "./location.js";
@@ -35,6 +36,11 @@ function hashPath(label: string, path: string, backend: Backend | undefined, opt
 }
 
 async function hashInput(name: string, backend: Backend | undefined, options: DigestOptions): Promise<Digests> {
+  if (isGgufInput(name)) {
+    // GGUF: the file's and each tensor's SHA-256 (the safetensors ecosystem digests do not apply).
+    const g = await hashGguf(name);
+    return { file: name, size: 0, sha256: g.sha256, tensors: new Map(g.tensors.map((t) => [t.name, t.sha256])) };
+  }
   if (isRemoteLocation(name)) return withRemote(name, (file) => hashRemote(name, file, options));
   if (name !== "-") return hashPath(name, name, backend, options);
   const inPlace = stdinAsPath();

@@ -3,6 +3,7 @@ import type { Header } from "../format/header.js";
 import { DEFAULT_TENSOR_ROWS, formatInspect, type InspectTextOptions, inspectJson } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { inspectGguf, isGgufInput } from "./gguf-input.js";
 import { inputHeader } from "./input.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { inspectSharded, isShardedTarget } from "./sharded.js";
@@ -50,6 +51,7 @@ and the first tensors across shards; --tensors prints each shard's table.
         io.stdout(formatInspect(path, file.header, { ...options, backend: values.verbose ? file.backend : undefined }));
       return 0;
     };
+    if (isGgufInput(path)) return inspectGguf(path, values.json === true, io);
     if (isRemoteLocation(path)) return withRemote(path, async (file) => print(file));
     if (isShardedTarget(path)) {
       const text = values.json ? undefined : { ...options, verbose: values.verbose === true };

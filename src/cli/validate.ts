@@ -5,6 +5,7 @@ import { isSafetensorError, SafetensorError } from "../format/errors.js";
 import { hasJournal, journalPathFor } from "../io/node-journal-path.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { isGgufInput, validateGguf } from "./gguf-input.js";
 import { inputHeader } from "./input.js";
 import { isRemoteLocation, withRemote } from "./location.js";
 import { isShardedTarget, openShardedInput } from "./sharded.js";
@@ -80,7 +81,8 @@ Exit status 1 when any file is invalid.`,
       try {
         const journaled = isRemoteLocation(file) ? [] : interruptedFiles(file);
         if (journaled.length > 0) throw interrupted(file, journaled);
-        if (isRemoteLocation(file)) await withRemote(file, async () => {});
+        if (isGgufInput(file)) await validateGguf(file);
+        else if (isRemoteLocation(file)) await withRemote(file, async () => {});
         else if (isShardedTarget(file)) openShardedInput(file, backend, io).close();
         else inputHeader(file, backend ?? "auto");
       } catch (error) {

@@ -7,7 +7,8 @@
 import { decodeBf16, decodeF16, f32BitsToF16 } from "../codecs/half.js";
 import type { Dtype } from "../format/dtypes.js";
 import type { TensorType } from "./plan.js";
-import { blockBytes, isQuantType, QK, quantize } from "./quants.js";
+import { wasmQ8Kernel } from "./q8-kernel.js";
+import { blockBytes, isQuantType, QK, quantize, quantizeQ8_0FromF16 } from "./quants.js";
 
 /** Bytes per element of a source dtype the converter reads. */
 export function sourceBytes(dtype: Dtype): number {
@@ -73,6 +74,25 @@ function halfToFloat(h: number): number {
   const tmp = new Float32Array(1);
   decodeF16(new Uint8Array([h & 0xff, h >>> 8]), 1, tmp, false);
   return tmp[0]!;
+}
+
+/**
+ * Source bytes straight to output bytes when a fused kernel exists (F16 to Q8_0), else false. `src` must be
+ * 2-byte aligned.
+ */
+export function convertDirect(
+  dtype: Dtype,
+  type: TensorType,
+  src: Uint8Array,
+  count: number,
+  out: Uint8Array,
+): boolean {
+  if (dtype !== "F16" || type !== "Q8_0" || !LE) return false;
+  const simd = wasmQ8Kernel();
+  if (simd !== null) simd(src, count, out);
+  else if (src.byteOffset % 2 === 0) quantizeQ8_0FromF16(new Uint16Array(src.buffer, src.byteOffset, count), out);
+  else return false;
+  return true;
 }
 
 /** Encode `count` float32 values as `type` into `out` (little-endian; quantized types in 32-value blocks). */

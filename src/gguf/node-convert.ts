@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { copyRange } from "../io/node-copy.js";
 import { AtomicFile, type AtomicWriteOptions, writeAllAt, writeError } from "../io/node-write.js";
-import { addOne, decodeSource, encodeOutput, outputBytes, permuteRows, sourceBytes } from "./kernel.js";
+import { addOne, convertDirect, decodeSource, encodeOutput, outputBytes, permuteRows, sourceBytes } from "./kernel.js";
 import { type ModelFolder, type OpenModelOptions, openModelFolder } from "./node-model.js";
 import { QuantPool } from "./node-pool.js";
 import { type ConversionPlan, type OutputType, type PlanOptions, planConversion, type TensorJob } from "./plan.js";
@@ -94,6 +94,7 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
       options.onProgress?.(done, total);
     };
     const byName = new Map(folder.tensors.map((t) => [t.name, t]));
+    const buffers = new Buffers();
     for (let i = 0; i < plan.jobs.length; i++) {
       if (options.signal?.aborted) throw options.signal.reason ?? new Error("aborted");
       const job = plan.jobs[i]!;
@@ -117,7 +118,7 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
       }
       const read = async (offset: number, length: number): Promise<Uint8Array> => {
         if (inFd !== undefined) {
-          const buf = new Uint8Array(length);
+          const buf = buffers.take(length);
           let got = 0;
           while (got < length) {
             const n = fs.readSync(inFd, buf, got, length - got, offset + got);
@@ -131,7 +132,7 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
         });
         return bytes!;
       };
-      await convertTensor(job, source.offset, read, inFd, fd, at, out, chunkBytes, pool, progress);
+      await convertTensor(job, source.offset, read, inFd, fd, at, out, chunkBytes, pool, buffers, progress);
     }
     file.commit();
     return {
@@ -160,6 +161,26 @@ function writeAt(fd: number, bytes: Uint8Array, at: number, out: string): void {
   }
 }
 
+/**
+ * Chunk buffers reused through the whole conversion: a fresh ArrayBuffer per chunk is external memory that V8
+ * collects late, and the process grew to ~200 MiB of dead chunks on the 2.37 GiB benchmark (277 MiB with two
+ * workers) before this; reused, ~4 chunks exist at any time.
+ */
+class Buffers {
+  private free: ArrayBuffer[] = [];
+  /** A buffer of at least `length` bytes (a view of exactly `length`). */
+  take(length: number): Uint8Array {
+    const i = this.free.findIndex((b) => b.byteLength >= length);
+    const buffer = i >= 0 ? this.free.splice(i, 1)[0]! : new ArrayBuffer(length);
+    return new Uint8Array(buffer, 0, length);
+  }
+  give(bytes: Uint8Array): void {
+    if (bytes.buffer instanceof ArrayBuffer && bytes.buffer.byteLength > 0 && this.free.length < 8) {
+      this.free.push(bytes.buffer);
+    }
+  }
+}
+
 async function convertTensor(
   job: TensorJob,
   sourceOffset: number,
@@ -170,6 +191,7 @@ async function convertTensor(
   out: string,
   chunkBytes: number,
   pool: QuantPool | null,
+  buffers: Buffers,
   progress: (n: number) => void,
 ): Promise<void> {
   const elementBytes = sourceBytes(job.sourceDtype);
@@ -200,8 +222,9 @@ async function convertTensor(
     const n = Math.min(chunkRows, rows - r);
     let src = await read(sourceOffset + r * rowBytes, n * rowBytes);
     if (job.permuteHeads > 0) {
-      const permuted = new Uint8Array(src.length);
+      const permuted = buffers.take(src.length);
       permuteRows(src, permuted, n, rowBytes, headRows);
+      buffers.give(src);
       src = permuted;
     }
     const at = outAt + written;
@@ -209,27 +232,35 @@ async function convertTensor(
     if (unchanged) {
       writeAt(outFd, src, at, out);
       progress(src.length);
+      buffers.give(src);
       continue;
     }
     const count = n * rowLength;
+    const bytes = buffers.take(n * outRowBytes);
     if (pool !== null && !job.plusOne && count >= 4096) {
-      // Quantized in a worker while the next chunk is read; at most pool.size chunks in flight.
-      const task = pool.run(job.sourceDtype, job.type, src, count).then((bytes) => {
-        writeAt(outFd, bytes, at, out);
-        progress(bytes.length);
+      // Quantized in a worker while the next chunk is read; at most pool.size chunks in flight. Both buffers go to
+      // the worker and come back.
+      const task = pool.run(job.sourceDtype, job.type, src, count, bytes).then(({ src: back, out: done }) => {
+        writeAt(outFd, done, at, out);
+        progress(done.length);
+        buffers.give(back);
+        buffers.give(done);
       });
       task.catch(() => {}); // awaited below; this only keeps a failure from being reported as unhandled
       pending.push(task);
       if (pending.length >= pool.size) await pending.shift();
       continue;
     }
-    const values = new Float32Array(count);
-    decodeSource(job.sourceDtype, src, count, values);
-    if (job.plusOne) addOne(values, count, job.sourceDtype);
-    const bytes = new Uint8Array(n * outRowBytes);
-    encodeOutput(job.type, values, count, bytes);
+    if (job.plusOne || !convertDirect(job.sourceDtype, job.type, src, count, bytes)) {
+      const values = new Float32Array(count);
+      decodeSource(job.sourceDtype, src, count, values);
+      if (job.plusOne) addOne(values, count, job.sourceDtype);
+      encodeOutput(job.type, values, count, bytes);
+    }
     writeAt(outFd, bytes, at, out);
     progress(bytes.length);
+    buffers.give(src);
+    buffers.give(bytes);
   }
   await Promise.all(pending);
 }

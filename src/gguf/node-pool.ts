@@ -34,7 +34,7 @@ function workerSpec(): { target: URL | string; eval: boolean } | null {
 }
 
 interface Pending {
-  resolve: (bytes: Uint8Array) => void;
+  resolve: (result: { src: Uint8Array; out: Uint8Array }) => void;
   reject: (error: Error) => void;
 }
 
@@ -45,11 +45,11 @@ export class QuantPool {
 
   private constructor(private readonly workers: Worker[]) {
     for (const w of workers) {
-      w.on("message", (m: { id: number; out?: Uint8Array; error?: string }) => {
+      w.on("message", (m: { id: number; src?: Uint8Array; out?: Uint8Array; error?: string }) => {
         const p = this.pending.get(m.id);
         if (p === undefined) return;
         this.pending.delete(m.id);
-        if (m.out !== undefined) p.resolve(new Uint8Array(m.out.buffer, m.out.byteOffset, m.out.byteLength));
+        if (m.out !== undefined && m.src !== undefined) p.resolve({ src: m.src, out: m.out });
         else p.reject(new Error(`quantizing worker failed: ${m.error}`));
       });
       w.on("error", (error) => {
@@ -82,13 +82,23 @@ export class QuantPool {
     return new QuantPool(workers);
   }
 
-  run(dtype: Dtype, type: TensorType, src: Uint8Array, count: number): Promise<Uint8Array> {
+  /**
+   * Convert `count` values of `src` into `out` on a worker. Both buffers are transferred (they must not be views
+   * into shared buffers) and handed back in the result.
+   */
+  run(
+    dtype: Dtype,
+    type: TensorType,
+    src: Uint8Array,
+    count: number,
+    out: Uint8Array,
+  ): Promise<{ src: Uint8Array; out: Uint8Array }> {
     const id = this.next++;
     const worker = this.workers[this.turn++ % this.workers.length]!;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      const owned = src.byteOffset === 0 && src.byteLength === src.buffer.byteLength ? src : src.slice();
-      worker.postMessage({ id, dtype, type, src: owned, count }, [owned.buffer as ArrayBuffer]);
+      const transfer = src.buffer === out.buffer ? [src.buffer] : [src.buffer, out.buffer];
+      worker.postMessage({ id, dtype, type, src, count, out }, transfer as ArrayBuffer[]);
     });
   }
 

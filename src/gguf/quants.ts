@@ -43,6 +43,7 @@ const fr = Math.fround;
 
 function quantizeQ8_0(src: Float32Array, out: Uint8Array): void {
   const blocks = src.length / QK;
+  const q = new Int8Array(out.buffer, out.byteOffset, out.byteLength);
   for (let b = 0; b < blocks; b++) {
     const base = b * QK;
     let amax = 0;
@@ -50,20 +51,57 @@ function quantizeQ8_0(src: Float32Array, out: Uint8Array): void {
       const a = Math.abs(src[base + i]!);
       if (a > amax) amax = a;
     }
-    const d = fr(amax / 127);
-    const id = d === 0 ? 0 : fr(1 / d);
-    const o = b * 34;
-    const h = toF16(d);
-    out[o] = h & 0xff;
-    out[o + 1] = h >>> 8;
+    q8Block(src, base, amax, out, q, b * 34);
+  }
+}
+
+/**
+ * One Q8_0 block: scale `amax / 127` and values rounded as gguf-py's np_roundf (half away from zero). np_roundf's
+ * floor(|v|) + floor(2 * frac(|v|)) is floor(|v| + 0.5) exactly: |v| + 0.5 is exact in float64 for |v| < 2^52.
+ */
+function q8Block(src: Float32Array, base: number, amax: number, out: Uint8Array, q: Int8Array, o: number): void {
+  const d = fr(amax / 127);
+  const id = d === 0 ? 0 : fr(1 / d);
+  const h = toF16(d);
+  out[o] = h & 0xff;
+  out[o + 1] = h >>> 8;
+  for (let i = 0; i < QK; i++) {
+    const v = fr(src[base + i]! * id);
+    q[o + 2 + i] = v < 0 ? -Math.floor(0.5 - v) : Math.floor(v + 0.5);
+  }
+}
+
+let f16Values: Float32Array | undefined;
+
+/** float32 values of every F16 code (256 KiB, built on first use). */
+function f16Table(): Float32Array {
+  if (f16Values === undefined) {
+    const bits = new Uint32Array(65536);
+    for (let h = 0; h < 65536; h++) bits[h] = f16ToF32Bits(h);
+    f16Values = new Float32Array(bits.buffer);
+  }
+  return f16Values;
+}
+
+/**
+ * Q8_0 straight from F16 codes (the common checkpoint dtype): each block decoded into a 32-value buffer through a
+ * table and quantized, with no float32 copy of the whole chunk. Same bytes as decode + `quantize`.
+ */
+export function quantizeQ8_0FromF16(codes: Uint16Array, out: Uint8Array): void {
+  const table = f16Table();
+  const blocks = codes.length / QK;
+  const buf = new Float32Array(QK);
+  const q = new Int8Array(out.buffer, out.byteOffset, out.byteLength);
+  for (let b = 0; b < blocks; b++) {
+    const base = b * QK;
+    let amax = 0;
     for (let i = 0; i < QK; i++) {
-      const v = fr(src[base + i]! * id);
-      // np_roundf: floor(|v|) + floor(2 * frac), with the sign put back: half away from zero.
+      const v = table[codes[base + i]!]!;
+      buf[i] = v;
       const a = Math.abs(v);
-      const fl = Math.floor(a);
-      const r = fl + Math.floor(2 * (a - fl));
-      out[o + 2 + i] = (v < 0 ? -r : r) & 0xff;
+      if (a > amax) amax = a;
     }
+    q8Block(buf, 0, amax, out, q, b * 34);
   }
 }
 

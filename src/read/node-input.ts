@@ -65,7 +65,7 @@ function advice(file: string, found: Sniffed): string {
     case "zip":
       return "unpack it first";
     case "gguf":
-      return "GGUF is llama.cpp's own format, which this tool does not read";
+      return "GGUF is llama.cpp's format: inspect, validate and hash read it, from-gguf converts it to safetensors";
     case "hdf5":
       return "HDF5 weights are not read here; load them in Python and save with safetensors";
     case "empty":

@@ -1,0 +1,81 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { HIDDEN, INTERMEDIATE, LAYERS, VOCAB } from "../spec.js";
+import { defineFigure, type ProcessContext } from "./types.js";
+
+/**
+ * The model folder the GGUF figures convert: the checkpoint (linked), a config.json for its Llama shape, and a small
+ * byte-level BPE tokenizer (the tiny-llama fixture's; ids past it become [PAD] tokens, as in the converter). Made once
+ * next to the checkpoint.
+ */
+function modelDir(ctx: ProcessContext): string {
+  const dir = path.join(path.dirname(ctx.path), "gguf-model");
+  fs.mkdirSync(dir, { recursive: true });
+  const link = path.join(dir, "model.safetensors");
+  if (!fs.existsSync(link)) fs.symlinkSync(ctx.path, link);
+  const config = {
+    architectures: ["LlamaForCausalLM"],
+    model_type: "llama",
+    hidden_size: HIDDEN,
+    intermediate_size: INTERMEDIATE,
+    num_hidden_layers: LAYERS,
+    num_attention_heads: 32,
+    num_key_value_heads: 32,
+    max_position_embeddings: 4096,
+    rms_norm_eps: 1e-5,
+    rope_theta: 10000,
+    vocab_size: VOCAB,
+    bos_token_id: 0,
+    eos_token_id: 1,
+    tie_word_embeddings: false,
+  };
+  fs.writeFileSync(path.join(dir, "config.json"), JSON.stringify(config, null, 2));
+  for (const file of ["tokenizer.json", "tokenizer_config.json"]) {
+    fs.copyFileSync(path.join(ctx.repo, "test/fixtures/gguf/tiny-llama", file), path.join(dir, file));
+  }
+  return dir;
+}
+
+const toGguf = (ctx: ProcessContext, type: string) => [
+  ctx.node,
+  path.join(ctx.repo, "bin", "safetensors.js"),
+  "to-gguf",
+  modelDir(ctx),
+  path.join(ctx.scratch, `ours-${type}.gguf`),
+  "--type",
+  type,
+  "--tokenizer-pre",
+  "llama-bpe",
+];
+
+/**
+ * `to-gguf --type f16` of the 2.37 GiB fp16 checkpoint against `cp` of the same file: the tensors' bytes do not
+ * change except the Q and K rows' order, so the conversion should run at the speed of the disk.
+ */
+export const ggufF16 = defineFigure<void>({
+  name: "gguf_f16",
+  method: {
+    ours: "`node bin/safetensors.js to-gguf DIR OUT.gguf --type f16`, spawn to exit",
+    reference: "`cp` of the checkpoint, spawn to exit",
+  },
+  backends: ["auto"],
+  ours: { kind: "process", argv: (ctx) => toGguf(ctx, "f16") },
+  reference: { kind: "process", argv: (ctx) => ["cp", ctx.path, path.join(ctx.scratch, "cp.safetensors")] },
+  goal: { ratio: 1 / 1.3, rssMaxMib: 256 },
+});
+
+/** `to-gguf --type q8_0` against gguf-py's numpy quantizer on the same tensors (bench/ref_gguf_q8.py). */
+export const ggufQ8 = defineFigure<void>({
+  name: "gguf_q8_0",
+  method: {
+    ours: "`node bin/safetensors.js to-gguf DIR OUT.gguf --type q8_0`, spawn to exit",
+    reference: "`python bench/ref_gguf_q8.py FILE OUT` (safe_open + gguf.quants.quantize per tensor), spawn to exit",
+  },
+  backends: ["auto"],
+  ours: { kind: "process", argv: (ctx) => toGguf(ctx, "q8_0") },
+  reference: {
+    kind: "process",
+    argv: (ctx) => [ctx.python, path.join(ctx.bench, "ref_gguf_q8.py"), ctx.path, path.join(ctx.scratch, "ref.q8")],
+  },
+  goal: { ratio: 5, rssMaxMib: 256 },
+});
