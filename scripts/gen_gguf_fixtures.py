@@ -2,6 +2,7 @@
 """Fixtures for the GGUF tests (test/gguf-*.test.ts), made with transformers, tokenizers, sentencepiece and gguf-py.
 
     LLAMA_CPP=/path/to/llama.cpp python scripts/gen_gguf_fixtures.py [OUT]   (OUT: test/fixtures/gguf)
+    python scripts/gen_gguf_fixtures.py --quants-only [OUT]                    (quants.json alone: gguf-py only)
 
 Writes tiny models (Llama with a trained byte-level BPE tokenizer and Llama 3 rope scaling, Qwen2 with biases and
 tied embeddings, Qwen3 with q/k norms, Mistral with a SentencePiece tokenizer.model), then for each model and type
@@ -25,7 +26,8 @@ import tempfile
 import numpy as np
 import torch
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "test", "fixtures", "gguf")
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+OUT = ARGS[0] if ARGS else os.path.join(os.path.dirname(__file__), "..", "test", "fixtures", "gguf")
 LLAMA_CPP = os.environ.get("LLAMA_CPP")
 TYPES = ["f32", "f16", "bf16", "q8_0"]
 EXTRA_TYPES = ["q4_0", "q4_1", "q5_0", "q5_1"]
@@ -255,7 +257,7 @@ def edge_quants():
         np.r_[[127 * 0.5 / 127 * k for k in range(32)]], rng.standard_normal(32), rng.standard_normal(32) * 1e-5,
         rng.standard_normal(32) * 100, np.r_[np.full(31, 1.0), 1.0 + 2**-10], np.full(32, 3e-7),
     ]
-    rows += [rng.standard_normal(32).astype(np.float32) * 10 ** rng.uniform(-6, 4) for _ in range(200)]
+    rows += [rng.standard_normal(32).astype(np.float32) * 10 ** rng.uniform(-6, 4) for _ in range(48)]
     values = np.stack(rows).astype(np.float32)
     from gguf.quants import dequantize
 
@@ -291,6 +293,10 @@ def greedy(model_dir):
 
 
 def main():
+    if "--quants-only" in sys.argv:
+        with open(os.path.join(OUT, "quants.json"), "w") as f:
+            json.dump(edge_quants(), f)
+        return
     if LLAMA_CPP is None:
         sys.exit("set LLAMA_CPP to a llama.cpp checkout (its convert_hf_to_gguf.py and gguf-py are run, not copied)")
     os.makedirs(OUT, exist_ok=True)

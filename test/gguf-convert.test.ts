@@ -59,8 +59,8 @@ function summary(file: string): Summary {
         [
           t.name,
           t.type.name,
-          [...t.dims].reverse(),
-          t.offset,
+          [...t.dims],
+          t.fileOffset,
           sha(g.tensorBytes(t.name)),
         ] as Summary["tensors"][number],
     );

@@ -236,6 +236,20 @@ async function convertTensor(
       continue;
     }
     const count = n * rowLength;
+    if (pool !== null && !job.plusOne && count >= 4096 && inFd !== undefined && job.permuteHeads === 0) {
+      // A local chunk that is not reordered: the worker reads, converts and writes it itself.
+      buffers.give(src);
+      const task = pool.runFile(job.sourceDtype, job.type, count, inFd, sourceOffset + r * rowBytes, outFd, at).then(
+        (done) => progress(done),
+        (error) => {
+          throw writeError(error, `cannot write ${out}`);
+        },
+      );
+      task.catch(() => {});
+      pending.push(task);
+      if (pending.length >= 2 * pool.size) await pending.shift();
+      continue;
+    }
     const bytes = buffers.take(n * outRowBytes);
     if (pool !== null && !job.plusOne && count >= 4096) {
       // Quantized in a worker while the next chunk is read; at most pool.size chunks in flight. Both buffers go to

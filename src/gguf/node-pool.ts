@@ -34,8 +34,18 @@ function workerSpec(): { target: URL | string; eval: boolean } | null {
 }
 
 interface Pending {
-  resolve: (result: { src: Uint8Array; out: Uint8Array }) => void;
+  resolve: (result: { src?: Uint8Array; out?: Uint8Array; written?: number }) => void;
   reject: (error: Error) => void;
+}
+
+/** A worker's failure, with the errno code of a failed read or write (ENOSPC...) when there is one. */
+export class WorkerError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
 }
 
 export class QuantPool {
@@ -45,13 +55,16 @@ export class QuantPool {
 
   private constructor(private readonly workers: Worker[]) {
     for (const w of workers) {
-      w.on("message", (m: { id: number; src?: Uint8Array; out?: Uint8Array; error?: string }) => {
-        const p = this.pending.get(m.id);
-        if (p === undefined) return;
-        this.pending.delete(m.id);
-        if (m.out !== undefined && m.src !== undefined) p.resolve({ src: m.src, out: m.out });
-        else p.reject(new Error(`quantizing worker failed: ${m.error}`));
-      });
+      w.on(
+        "message",
+        (m: { id: number; src?: Uint8Array; out?: Uint8Array; written?: number; error?: string; code?: string }) => {
+          const p = this.pending.get(m.id);
+          if (p === undefined) return;
+          this.pending.delete(m.id);
+          if (m.error === undefined) p.resolve(m);
+          else p.reject(new WorkerError(m.error, m.code));
+        },
+      );
       w.on("error", (error) => {
         for (const p of this.pending.values()) p.reject(error);
         this.pending.clear();
@@ -93,12 +106,39 @@ export class QuantPool {
     count: number,
     out: Uint8Array,
   ): Promise<{ src: Uint8Array; out: Uint8Array }> {
+    const transfer = src.buffer === out.buffer ? [src.buffer] : [src.buffer, out.buffer];
+    return this.post({ kind: "bytes", dtype, type, src, count, out }, transfer as ArrayBuffer[]) as Promise<{
+      src: Uint8Array;
+      out: Uint8Array;
+    }>;
+  }
+
+  /**
+   * Read `count` values at `inAt` of `inFd`, convert them, write them at `outAt` of `outFd`, all on a worker.
+   * Resolves with the bytes written.
+   */
+  async runFile(
+    dtype: Dtype,
+    type: TensorType,
+    count: number,
+    inFd: number,
+    inAt: number,
+    outFd: number,
+    outAt: number,
+  ): Promise<number> {
+    const r = await this.post({ kind: "file", dtype, type, count, inFd, inAt, outFd, outAt }, []);
+    return r.written!;
+  }
+
+  private post(
+    message: Record<string, unknown>,
+    transfer: ArrayBuffer[],
+  ): Promise<{ src?: Uint8Array; out?: Uint8Array; written?: number }> {
     const id = this.next++;
     const worker = this.workers[this.turn++ % this.workers.length]!;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      const transfer = src.buffer === out.buffer ? [src.buffer] : [src.buffer, out.buffer];
-      worker.postMessage({ id, dtype, type, src, count, out }, transfer as ArrayBuffer[]);
+      worker.postMessage({ ...message, id }, transfer);
     });
   }
 

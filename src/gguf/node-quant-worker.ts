@@ -1,13 +1,19 @@
 /**
- * The quantizing worker: chunks of source bytes in, GGUF bytes out, with the same pure kernel as the main thread.
+ * The quantizing worker, with the same pure kernel as the main thread. Two kinds of job:
+ * - bytes: a chunk of source bytes in (transferred), its GGUF bytes out (the buffers come back);
+ * - file: read the chunk from the checkpoint's descriptor, convert, write it at its place in the output's
+ *   descriptor (descriptors are the process's, shared by every thread): the main thread copies nothing, and two
+ *   workers read and write in parallel.
  * Started by node-pool.ts.
  */
+import * as fs from "node:fs";
 import { parentPort } from "node:worker_threads";
 import type { Dtype } from "../format/dtypes.js";
-import { convertDirect, decodeSource, encodeOutput, outputBytes } from "./kernel.js";
+import { convertDirect, decodeSource, encodeOutput, outputBytes, sourceBytes } from "./kernel.js";
 import type { TensorType } from "./plan.js";
 
-interface Job {
+interface BytesJob {
+  kind: "bytes";
   id: number;
   dtype: Dtype;
   type: TensorType;
@@ -16,19 +22,59 @@ interface Job {
   out: Uint8Array;
 }
 
+interface FileJob {
+  kind: "file";
+  id: number;
+  dtype: Dtype;
+  type: TensorType;
+  count: number;
+  inFd: number;
+  inAt: number;
+  outFd: number;
+  outAt: number;
+}
+
 let values = new Float32Array(0);
-parentPort!.on("message", (job: Job) => {
+let srcBuffer = new Uint8Array(0);
+let outBuffer = new Uint8Array(0);
+
+function convert(dtype: Dtype, type: TensorType, src: Uint8Array, count: number, out: Uint8Array): void {
+  if (convertDirect(dtype, type, src, count, out)) return;
+  if (values.length < count) values = new Float32Array(count);
+  decodeSource(dtype, src, count, values);
+  encodeOutput(type, values, count, out);
+}
+
+function fileJob(job: FileJob): number {
+  const inBytes = job.count * sourceBytes(job.dtype);
+  const outBytes = outputBytes(job.type, job.count);
+  if (srcBuffer.length < inBytes) srcBuffer = new Uint8Array(inBytes);
+  if (outBuffer.length < outBytes) outBuffer = new Uint8Array(outBytes);
+  const src = srcBuffer.subarray(0, inBytes);
+  for (let got = 0; got < inBytes; ) {
+    const n = fs.readSync(job.inFd, src, got, inBytes - got, job.inAt + got);
+    if (n === 0) throw Object.assign(new Error("the checkpoint is shorter than its header says"), { code: "SHORT" });
+    got += n;
+  }
+  const out = outBuffer.subarray(0, outBytes);
+  convert(job.dtype, job.type, src, job.count, out);
+  for (let done = 0; done < outBytes; ) done += fs.writeSync(job.outFd, out, done, outBytes - done, job.outAt + done);
+  return outBytes;
+}
+
+parentPort!.on("message", (job: BytesJob | FileJob) => {
   try {
+    if (job.kind === "file") {
+      parentPort!.postMessage({ id: job.id, written: fileJob(job) });
+      return;
+    }
     const out = job.out;
     if (out.length < outputBytes(job.type, job.count)) throw new RangeError("output buffer too small");
-    if (!convertDirect(job.dtype, job.type, job.src, job.count, out)) {
-      if (values.length < job.count) values = new Float32Array(job.count);
-      decodeSource(job.dtype, job.src, job.count, values);
-      encodeOutput(job.type, values, job.count, out);
-    }
+    convert(job.dtype, job.type, job.src, job.count, out);
     const transfer = job.src.buffer === out.buffer ? [out.buffer] : [out.buffer, job.src.buffer];
     parentPort!.postMessage({ id: job.id, src: job.src, out }, transfer as ArrayBuffer[]);
   } catch (error) {
-    parentPort!.postMessage({ id: job.id, error: String((error as Error)?.stack ?? error) });
+    const code = (error as NodeJS.ErrnoException)?.code;
+    parentPort!.postMessage({ id: job.id, error: String((error as Error)?.message ?? error), code });
   }
 });

@@ -48,7 +48,10 @@ class Reader {
   skip(wire: number): void {
     if (wire === 0) this.varint();
     else if (wire === 1) this.pos += 8;
-    else if (wire === 2) this.pos += this.varint();
+    else if (wire === 2) {
+      const n = this.varint(); // read before pos: `this.pos += this.varint()` would add to the old pos
+      this.pos += n;
+    }
     else if (wire === 5) this.pos += 4;
     else throw bad(`wire type ${wire}`);
     if (this.pos > this.end) throw bad("truncated field");
