@@ -55,14 +55,7 @@ function summary(file: string): Summary {
       return [key, v.type, typeof v.value === "bigint" ? Number(v.value) : v.value];
     });
     const tensors = h.tensors.map(
-      (t) =>
-        [
-          t.name,
-          t.type.name,
-          [...t.dims],
-          t.fileOffset,
-          sha(g.tensorBytes(t.name)),
-        ] as Summary["tensors"][number],
+      (t) => [t.name, t.type.name, [...t.dims], t.fileOffset, sha(g.tensorBytes(t.name))] as Summary["tensors"][number],
     );
     const whole = fs.readFileSync(file);
     return { size: whole.length, sha256: sha(whole), kv, tensors };

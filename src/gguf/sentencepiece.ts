@@ -51,8 +51,7 @@ class Reader {
     else if (wire === 2) {
       const n = this.varint(); // read before pos: `this.pos += this.varint()` would add to the old pos
       this.pos += n;
-    }
-    else if (wire === 5) this.pos += 4;
+    } else if (wire === 5) this.pos += 4;
     else throw bad(`wire type ${wire}`);
     if (this.pos > this.end) throw bad("truncated field");
   }
