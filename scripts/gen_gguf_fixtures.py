@@ -3,6 +3,7 @@
 
     LLAMA_CPP=/path/to/llama.cpp python scripts/gen_gguf_fixtures.py [OUT]   (OUT: test/fixtures/gguf)
     python scripts/gen_gguf_fixtures.py --quants-only [OUT]                    (quants.json alone: gguf-py only)
+    ... --only=tiny-gemma2 --only=tiny-gemma3                                  ((re)make those models, keep the rest)
 
 Writes tiny models (Llama with a trained byte-level BPE tokenizer and Llama 3 rope scaling, Qwen2 with biases and
 tied embeddings, Qwen3 with q/k norms, Mistral with a SentencePiece tokenizer.model), then for each model and type
@@ -156,11 +157,37 @@ def make_mistral_spm(out):
     MistralForCausalLM(cfg).to(torch.float16).save_pretrained(out)
 
 
+def make_gemma(kind):
+    def make(out):
+        from transformers import Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
+
+        os.makedirs(out, exist_ok=True)
+        # Gemma reads tokenizer.model: the SentencePiece model of the Mistral fixture (made first).
+        with open(os.path.join(OUT, "tiny-mistral-spm", "tokenizer.model"), "rb") as f:
+            spm_bytes = f.read()
+        with open(os.path.join(out, "tokenizer.model"), "wb") as f:
+            f.write(spm_bytes)
+        with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+            json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True}, f)
+        torch.manual_seed(5)
+        common = dict(vocab_size=344, hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=16, max_position_embeddings=128, sliding_window=32,
+                      initializer_range=0.3, query_pre_attn_scalar=16)  # llama.cpp scales by 1/sqrt(head_dim)
+        if kind == "gemma2":
+            model = Gemma2ForCausalLM(Gemma2Config(**common))
+        else:
+            model = Gemma3ForCausalLM(Gemma3TextConfig(**common))
+        model.to(torch.bfloat16).save_pretrained(out)
+    return make
+
+
 MODELS = {
     "tiny-llama": (make_llama, "llama-bpe"),
     "tiny-qwen2": (make_qwen2, "qwen2"),
     "tiny-qwen3": (make_qwen3, "qwen2"),
     "tiny-mistral-spm": (make_mistral_spm, None),
+    "tiny-gemma2": (make_gemma("gemma2"), None),
+    "tiny-gemma3": (make_gemma("gemma3"), None),
 }
 
 CONVERT_WRAPPER = r'''
@@ -300,9 +327,15 @@ def main():
     if LLAMA_CPP is None:
         sys.exit("set LLAMA_CPP to a llama.cpp checkout (its convert_hf_to_gguf.py and gguf-py are run, not copied)")
     os.makedirs(OUT, exist_ok=True)
+    only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
     expected = {}
+    if only:
+        with open(os.path.join(OUT, "expected.json")) as f:
+            expected = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         for name, (make, pre) in MODELS.items():
+            if only and name not in only:
+                continue
             model_dir = os.path.join(OUT, name)
             make(model_dir)
             for extra in ("generation_config.json",):
@@ -317,8 +350,9 @@ def main():
             expected[name]["quantized"] = quant_reference(os.path.join(tmp, f"{name}-f32.gguf"))
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
-    with open(os.path.join(OUT, "quants.json"), "w") as f:
-        json.dump(edge_quants(), f)
+    if not only:
+        with open(os.path.join(OUT, "quants.json"), "w") as f:
+            json.dump(edge_quants(), f)
 
 
 if __name__ == "__main__":
