@@ -58,6 +58,8 @@ function fileJob(job: FileJob): number {
   }
   const out = outBuffer.subarray(0, outBytes);
   convert(job.dtype, job.type, src, job.count, out);
+  // Through the page cache. The copy addon's direct writes (what saveFile uses) toggle O_DIRECT on the descriptor,
+  // which the other worker shares: its buffered write of an unaligned chunk then failed with EINVAL (tried).
   for (let done = 0; done < outBytes; ) done += fs.writeSync(job.outFd, out, done, outBytes - done, job.outAt + done);
   return outBytes;
 }
