@@ -41,6 +41,9 @@ const expected = JSON.parse(fs.readFileSync(path.join(FIXTURES, "expected.json")
   { pre: string | null; greedy?: Greedy[] }
 >;
 
+/** The fixture models checked here (the Gemma ones convert byte for byte as llama.cpp's converter does: see gguf-convert.test.ts). */
+const CHECKED = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral-spm"];
+
 /**
  * How many leading tokens must agree for each type. q8_0 changes every weight a little: on these random tiny
  * models the first token always agrees, later ones can flip where transformers' top two logits are close.
@@ -58,7 +61,7 @@ test("node-llama-cpp continues prompts from our GGUF as transformers does", {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gguf-llama-cpp-"));
   try {
     for (const [model, exp] of Object.entries(expected)) {
-      if (exp.greedy === undefined) continue;
+      if (exp.greedy === undefined || !CHECKED.includes(model)) continue;
       for (const type of Object.keys(AGREE) as OutputType[]) {
         await t.test(`${model} ${type}`, async () => {
           const file = path.join(dir, `${model}-${type}.gguf`);
