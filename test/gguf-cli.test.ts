@@ -8,8 +8,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
+import { ggufViewTarget } from "../src/cli/gguf-input.js";
 import { main } from "../src/cli/main.js";
-import { openViewTarget } from "../src/view/node-server.js";
 import { repoRoot } from "./helpers/corpus.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/gguf");
@@ -65,7 +65,7 @@ test("to-gguf, inspect, validate, hash, view and from-gguf on a GGUF", async () 
     assert.ok(hash.stdout.startsWith(`${whole}  ${out}\n`));
     assert.match(hash.stdout, /# tensor [0-9a-f]{64} {2}token_embd\.weight/);
 
-    const view = await openViewTarget(out);
+    const view = await ggufViewTarget(out);
     try {
       assert.equal(view.summary.tensor_index.length, json.tensors.length);
       const [bytes] = await view.readRanges(0, [{ start: json.tensors[0].offset, end: json.tensors[0].offset + 4 }]);

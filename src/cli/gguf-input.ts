@@ -7,6 +7,9 @@ import * as fs from "node:fs";
 import type { AsyncGgufFile } from "../gguf/file.js";
 import { openGguf } from "../gguf/node-gguf.js";
 import { summarizeGguf } from "../gguf/summary.js";
+import { ggufAsSafetensorsHeader } from "../gguf/view-header.js";
+import type { ServedTarget } from "../view/node-server.js";
+import { summarizeFile } from "../view/summary.js";
 import type { Io } from "./io.js";
 import { isRemoteLocation } from "./location.js";
 
@@ -115,4 +118,21 @@ export function hashGguf(input: string): Promise<GgufDigests> {
       tensors: file.header.tensors.map((t) => ({ name: t.name, sha256: byName.get(t.name)! })),
     };
   });
+}
+
+/** `view` of a GGUF: its tensor table in the inspector's terms (see gguf/view-header.ts), bytes read from the GGUF. */
+export async function ggufViewTarget(input: string): Promise<ServedTarget> {
+  const gguf = await openGguf(input);
+  try {
+    const source = input.replace(/[?#].*$/, "");
+    const summary = summarizeFile(ggufAsSafetensorsHeader(gguf.header), { source, quantization: null });
+    return {
+      summary,
+      readRanges: (_, ranges) => Promise.all(ranges.map((r) => gguf.source.read(r.start, r.end - r.start))),
+      close: () => gguf.close(),
+    };
+  } catch (error) {
+    await gguf.close();
+    throw error;
+  }
 }

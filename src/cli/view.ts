@@ -4,6 +4,7 @@ import { isSafetensorError } from "../format/errors.js";
 import { isLoopback, openViewTarget, type ServedTarget, startViewServer } from "../view/node-server.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { ggufViewTarget, isGgufInput } from "./gguf-input.js";
 
 /** The platform's "open this URL" program; failures are reported, never fatal. */
 function openBrowser(url: string, warn: (text: string) => void): void {
@@ -57,7 +58,7 @@ API: GET /api/summary (inspect --json of the input plus placement, dtypes, param
     if (values.host !== undefined && values.host.trim() === "") throw new UsageError("--host needs an address");
     let target: ServedTarget | { error: unknown };
     try {
-      target = await openViewTarget(input, backend ?? "auto");
+      target = isGgufInput(input) ? await ggufViewTarget(input) : await openViewTarget(input, backend ?? "auto");
     } catch (error) {
       // A missing file is a plain error; a file that is there but invalid gets a page that shows why.
       if (!isSafetensorError(error) || error.code === "IoError" || error.code === "HttpError") throw error;

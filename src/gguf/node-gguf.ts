@@ -2,10 +2,12 @@
  * `openGguf` for Node: a path opens a local file (positional reads), `s3://` an object store, http(s):// and
  * hf:// a remote file read by Range (the header in one request where it fits); `openGgufSync` for local paths.
  */
-import { toSource } from "../async-file.js";
+
 import type { ByteSource, ByteSourceOpener } from "../io/async-source.js";
-import { FileHandleSource, type NodeOpenOptions, withEnvironment } from "../io/node-async.js";
 import { PreadSource } from "../io/node-file.js";
+import { FileHandleSource } from "../io/node-file-handle.js";
+import { toSource } from "../read/async-file.js";
+import { type NodeOpenOptions, withEnvironment } from "../read/node-async.js";
 import { resolveS3 } from "../remote/s3.js";
 import { AsyncGgufFile, GgufFile, type GgufOpenOptions } from "./file.js";
 

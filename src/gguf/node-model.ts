@@ -5,12 +5,12 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { AsyncSafetensorsFile, toSource } from "../async-file.js";
 import type { Dtype } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import type { Header } from "../format/header.js";
-import { type NodeOpenOptions, withEnvironment } from "../io/node-async.js";
-import { openFile } from "../node-files.js";
+import { AsyncSafetensorsFile, toSource } from "../read/async-file.js";
+import { type NodeOpenOptions, withEnvironment } from "../read/node-async.js";
+import { openFile } from "../read/node-files.js";
 import { resolveHfUrl } from "../remote/hf.js";
 import { HttpSource } from "../remote/http.js";
 import { resolveS3 } from "../remote/s3.js";
