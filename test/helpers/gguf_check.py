@@ -42,6 +42,9 @@ def main():
                  "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
                  "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
                  "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+        if arch in ("gemma2", "gemma3"):
+            layer.update({"ffn_norm": "pre_feedforward_layernorm", "post_attention_norm": "post_attention_layernorm",
+                          "post_ffw_norm": "post_feedforward_layernorm"})
         equal = {}
         for t in r.tensors:
             if t.name == "rope_freqs.weight":
@@ -56,6 +59,8 @@ def main():
                     values = values.reshape(n, values.shape[0] // n // 2, 2, *values.shape[1:]).swapaxes(2, 1).reshape(shape)
             else:
                 name = names[t.name]
+            if arch in ("gemma2", "gemma3") and t.name.endswith("norm.weight"):
+                values = values - np.float32(1)  # transformers' Gemma GGUF loading undoes llama.cpp's norm + 1
             equal[name] = bool(np.array_equal(st[name].view(np.uint32), values.view(np.uint32)))
         out["dequantized_equal"] = equal
     print(json.dumps(out))
