@@ -41,8 +41,8 @@ const expected = JSON.parse(fs.readFileSync(path.join(FIXTURES, "expected.json")
   { pre: string | null; greedy?: Greedy[] }
 >;
 
-/** The fixture models checked here (the Gemma ones convert byte for byte as llama.cpp's converter does: see gguf-convert.test.ts). */
-const CHECKED = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral-spm"];
+/** The fixture models checked here (all six; the Gemma ones set query_pre_attn_scalar to head_dim, as llama.cpp assumes). */
+const CHECKED = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral-spm", "tiny-gemma2", "tiny-gemma3"];
 
 /**
  * How many leading tokens must agree for each type. q8_0 changes every weight a little: on these random tiny
