@@ -62,7 +62,7 @@ export {
   type TensorLike,
   type TensorSpec,
 } from "./format/serialize.js";
-export { SUPPORTED_ARCHITECTURES } from "./gguf/arch.js";
+export { type ArchSpec as GgufArchSpec, SUPPORTED_ARCHITECTURES } from "./gguf/arch.js";
 export {
   AsyncGgufFile,
   DEFAULT_GGUF_LOCAL_FIRST_READ,
@@ -76,9 +76,11 @@ export {
   type ConvertInputs as GgufConvertInputs,
   OUTPUT_TYPES as GGUF_OUTPUT_TYPES,
   type OutputType as GgufOutputType,
+  type PlanOptions as GgufPlanOptions,
   planConversion as planGgufConversion,
   type SourceTensor as GgufSourceTensor,
   type TensorJob as GgufTensorJob,
+  type TensorType as GgufTensorType,
 } from "./gguf/plan.js";
 export { blockBytes, dequantize, QUANT_TYPES, type QuantTypeName, quantize } from "./gguf/quants.js";
 export {
@@ -88,12 +90,24 @@ export {
   type GgufTensorInfo,
   parseGgufHeader,
 } from "./gguf/reader.js";
+export type { Json as GgufJson } from "./gguf/special-vocab.js";
 export {
   ARRAY_PREVIEW,
   type GgufSummary,
   summarizeGguf,
 } from "./gguf/summary.js";
-export { GGML_TYPES, type GgufArray, type GgufValue, ggmlType } from "./gguf/types.js";
+export {
+  GGML_TYPES,
+  type GgmlTypeInfo,
+  type GgufArray,
+  type GgufScalar,
+  type GgufValue,
+  ggmlType,
+  type ScalarTypeName as GgufScalarTypeName,
+  VALUE_TYPES as GGUF_VALUE_TYPES,
+  type ValueTypeName as GgufValueTypeName,
+} from "./gguf/types.js";
+export type { TokenizerFiles as GgufTokenizerFiles } from "./gguf/vocab.js";
 export { type GgufPlan, type PlannedTensor as GgufPlannedTensor, planGguf } from "./gguf/writer.js";
 export {
   BufferUsage,
@@ -132,10 +146,42 @@ export {
   SyncSourceAdapter,
 } from "./io/async-source.js";
 export { MemorySource, type SyncByteSource } from "./io/source.js";
-export { MERGE_METHODS, type MergeConfig, type MergeMethod, parseMergeConfig } from "./merge/config.js";
-export { type ExecuteOptions, executeJob, type MergeReader, type MergeSink } from "./merge/execute.js";
-export { type AdapterConfig, parseAdapterConfig, planLora } from "./merge/lora.js";
-export { type MergePlan, type ModelCatalog, planMerge, type TensorJob } from "./merge/plan.js";
+export {
+  type ConditionalSetting as MergeConditionalSetting,
+  MERGE_METHODS,
+  type MergeConfig,
+  type MergeDtype,
+  type MergeMethod,
+  type OutputSlice as MergeOutputSlice,
+  type Parameters as MergeParameters,
+  parseMergeConfig,
+  type Setting as MergeSetting,
+  type SliceSource as MergeSliceSource,
+} from "./merge/config.js";
+export {
+  type ChunkCompute,
+  type ExecuteOptions,
+  executeJob,
+  type MergeReader,
+  type MergeSink,
+  type SparsifyTask,
+} from "./merge/execute.js";
+export {
+  type AdapterConfig,
+  type AdapterInput,
+  type LoraTensorPlan,
+  type LoraUpdate,
+  parseAdapterConfig,
+  planLora,
+} from "./merge/lora.js";
+export {
+  type CatalogTensor,
+  type JobInput as MergeJobInput,
+  type MergePlan,
+  type ModelCatalog,
+  planMerge,
+  type TensorJob,
+} from "./merge/plan.js";
 
 export {
   type Container,

@@ -30,7 +30,13 @@ export {
 } from "./edit/region.js";
 export { type CheckpointRecoverResult, recoverCheckpoint, ShardedEditHandle } from "./edit/sharded-edit.js";
 export { planToGguf, type ToGgufOptions, type ToGgufResult, toGguf } from "./gguf/node-convert.js";
-export { type FromGgufDtype, type FromGgufOptions, type FromGgufResult, fromGguf } from "./gguf/node-from-gguf.js";
+export {
+  FROM_GGUF_DTYPES,
+  type FromGgufDtype,
+  type FromGgufOptions,
+  type FromGgufResult,
+  fromGguf,
+} from "./gguf/node-from-gguf.js";
 export { type NodeGgufOptions, openGguf, openGgufSync } from "./gguf/node-gguf.js";
 // The Node entry is the whole core (an explicit list in index.ts) plus the file API below.
 export * from "./index.js";

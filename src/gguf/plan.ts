@@ -19,10 +19,9 @@ import {
 import { KvBuilder } from "./kv.js";
 import { modelNaming } from "./naming.js";
 import { isQuantType, QK, type QuantTypeName } from "./quants.js";
+import type { Json } from "./special-vocab.js";
 import type { GgufValue } from "./types.js";
 import { type TokenizerFiles, writeBpeVocab, writeSentencePieceVocab } from "./vocab.js";
-
-type Json = Record<string, unknown>;
 
 export const OUTPUT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"] as const;
 export type OutputType = (typeof OUTPUT_TYPES)[number];

@@ -4,7 +4,8 @@
  * precedence of gguf-py's `SpecialVocab` (which llama.cpp's converter uses), including its reading of a
  * `TemplateProcessing` post-processor for the add-token flags.
  */
-type Json = Record<string, unknown>;
+/** A parsed JSON object (a model's `config.json`, `tokenizer_config.json`...). */
+export type Json = Record<string, unknown>;
 
 export const SPECIAL_TOKEN_TYPES = ["bos", "eos", "unk", "sep", "pad", "cls", "mask"] as const;
 

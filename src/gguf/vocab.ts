@@ -8,9 +8,7 @@ import { bpeEncoder, idsHash, readBpeTokenizer } from "./bpe.js";
 import type { KvBuilder } from "./kv.js";
 import { PRE_CHECK_TEXT, PRE_TOKENIZER_BY_HASH, PRE_TOKENIZER_NAMES } from "./pre-tokenizers.js";
 import { PIECE_TYPES, parseSentencePiece } from "./sentencepiece.js";
-import { ADD_TOKEN_KEYS, type ModelTextFiles, readSpecialVocab, SPECIAL_ID_KEYS } from "./special-vocab.js";
-
-type Json = Record<string, unknown>;
+import { ADD_TOKEN_KEYS, type Json, type ModelTextFiles, readSpecialVocab, SPECIAL_ID_KEYS } from "./special-vocab.js";
 
 /** llama.cpp's token types. */
 export const TOKEN_TYPES = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, UNUSED: 5, BYTE: 6 } as const;
