@@ -45,7 +45,8 @@
       "target_name": "safetensors_copy",
       "sources": [
         "native/copy.c",
-        "native/direct_write.c"
+        "native/direct_write.c",
+        "native/gguf_q8.c"
       ],
       "defines": [
         "NAPI_VERSION=8"
@@ -60,7 +61,8 @@
             "cflags": [
               "-O2",
               "-Wall",
-              "-Wextra"
+              "-Wextra",
+              "-ffp-contract=off"
             ],
             "cflags_c": [
               "-std=gnu11"
@@ -70,7 +72,8 @@
               "OTHER_CFLAGS": [
                 "-Wall",
                 "-Wextra",
-                "-std=gnu11"
+                "-std=gnu11",
+                "-ffp-contract=off"
               ]
             }
           }

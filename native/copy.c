@@ -34,6 +34,7 @@
 #include <node_api.h>
 
 #include "copy.h"
+#include "gguf_q8.h"
 
 /* Largest integer a JS number holds exactly. */
 #define MAX_SAFE_INTEGER 9007199254740991.0
@@ -201,6 +202,59 @@ static napi_value private_pages(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* A Uint8Array's bytes, or NULL with a TypeError thrown. */
+static uint8_t *u8_bytes(napi_env env, napi_value value, size_t *length, const char *usage) {
+  bool is_typed = false;
+  napi_typedarray_type type;
+  size_t count = 0, offset = 0;
+  void *data = NULL;
+  napi_value buffer;
+  if (napi_is_typedarray(env, value, &is_typed) != napi_ok || !is_typed ||
+      napi_get_typedarray_info(env, value, &type, &count, &data, &buffer, &offset) != napi_ok ||
+      type != napi_uint8_array) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  *length = count;
+  return (uint8_t *)data;
+}
+
+/*
+ * q8FromF16(src, count, dst): `count` F16 values (a multiple of 32) from the Uint8Array `src` to Q8_0 blocks in the
+ * Uint8Array `dst` (native/gguf_q8.c). Returns 1 when the AVX2 kernel ran, 0 for the portable one. Runs on the
+ * calling thread (the GGUF converter's worker threads call it).
+ */
+static napi_value q8_from_f16(napi_env env, napi_callback_info info) {
+  static const char usage[] = "q8FromF16(src: Uint8Array, count, dst: Uint8Array)";
+  size_t argc = 3;
+  napi_value argv[3];
+  double count = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 3 ||
+      napi_get_value_double(env, argv[1], &count) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  size_t src_length = 0, dst_length = 0;
+  uint8_t *src = u8_bytes(env, argv[0], &src_length, usage);
+  if (src == NULL) return NULL;
+  uint8_t *dst = u8_bytes(env, argv[2], &dst_length, usage);
+  if (dst == NULL) return NULL;
+  if (!(count >= 0 && count <= 9007199254740991.0) || count != (double)(uint64_t)count ||
+      (uint64_t)count % 32 != 0) {
+    napi_throw_range_error(env, "EINVAL", "q8FromF16: count must be a whole number of 32-value blocks");
+    return NULL;
+  }
+  size_t blocks = (size_t)((uint64_t)count / 32);
+  if (src_length / 64 < blocks || dst_length / 34 < blocks) {
+    napi_throw_range_error(env, "EINVAL", "q8FromF16: src or dst is shorter than count needs");
+    return NULL;
+  }
+  int simd = q8_0_from_f16(src, blocks, dst);
+  napi_value result;
+  if (napi_create_int32(env, simd, &result) != napi_ok) return NULL;
+  return result;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_value fn;
   if (napi_create_function(env, "copyRange", NAPI_AUTO_LENGTH, copy_range, NULL, &fn) != napi_ok) return NULL;
@@ -211,5 +265,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (napi_set_named_property(env, exports, "writeDirect", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "copyDirect", NAPI_AUTO_LENGTH, copy_direct, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "copyDirect", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "q8FromF16", NAPI_AUTO_LENGTH, q8_from_f16, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "q8FromF16", fn) != napi_ok) return NULL;
   return exports;
 }

@@ -38,7 +38,13 @@ const NAPI_TARGETS = [
     folder: "",
     sources: ["safetensors_native.c", "common.c", "huge.c", "bridge.c", "header_scan.c", "owned.c", "journal.c"],
   },
-  { name: "safetensors_copy", folder: "safetensors_copy", sources: ["copy.c", "direct_write.c"] },
+  {
+    name: "safetensors_copy",
+    folder: "safetensors_copy",
+    sources: ["copy.c", "direct_write.c", "gguf_q8.c"],
+    // gguf_q8.c's float32 steps must not be fused into FMAs (bit-exact with gguf-py's quantizer).
+    flags: ["-ffp-contract=off"],
+  },
 ];
 const V8_TARGET = { name: "safetensors_v8", folder: "safetensors_v8", sources: ["unaccounted.cc"] };
 
@@ -153,7 +159,7 @@ for (const arch of ["x64", "arm64"]) {
   }
   for (const target of NAPI_TARGETS) {
     const out = join(dir, target.folder, "node.napi.glibc.node");
-    const flags = [...COMMON, ...DEFINES, ...C_FLAGS, "-isystem", napiHeaders];
+    const flags = [...COMMON, ...DEFINES, ...C_FLAGS, ...(target.flags ?? []), "-isystem", napiHeaders];
     jobs.push(() => compile(tools.cc, flags, target.sources, out));
     built.push(out);
   }

@@ -9,6 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import { decodeF16 } from "../src/codecs/half.js";
+import { nativeQ8Kernel } from "../src/gguf/node-q8-native.js";
 import { wasmQ8Kernel } from "../src/gguf/q8-kernel.js";
 import { blockBytes, dequantize, QUANT_TYPES, quantize, quantizeQ8_0FromF16 } from "../src/gguf/quants.js";
 import { repoRoot } from "./helpers/corpus.js";
@@ -38,12 +39,9 @@ test("quantize refuses a partial block and a short output", () => {
   assert.throws(() => quantize("Q4_0", new Float32Array(64), new Uint8Array(18)), RangeError);
 });
 
-test("the WebAssembly SIMD Q8_0 kernel gives the JavaScript kernel's bytes, for every F16 code", (t) => {
-  const simd = wasmQ8Kernel();
-  if (simd === null) {
-    t.skip("this engine has no WebAssembly SIMD");
-    return;
-  }
+/** Every F16 code, then random ones, without NaN and infinity (they make a whole block's scale NaN/inf, where numpy's
+ * int8 cast is undefined), and blocks of subnormal values (subnormal and zero scales). */
+function f16Codes(): Uint16Array {
   const n = 65536 * 3;
   const codes = new Uint16Array(n);
   for (let i = 0; i < 65536; i++) codes[i] = i;
@@ -52,11 +50,20 @@ test("the WebAssembly SIMD Q8_0 kernel gives the JavaScript kernel's bytes, for 
     seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
     codes[i] = seed >>> 16;
   }
-  // NaN and infinity make the whole block's scale NaN/inf, where numpy's int8 cast is undefined: left out.
   for (let i = 0; i < n; i++) if ((codes[i]! & 0x7c00) === 0x7c00) codes[i] = codes[i]! & 0xbbff;
-  // Blocks of subnormal values: subnormal and zero scales.
   for (let b = 0; b < 64; b++)
     for (let i = 0; i < 32; i++) codes[b * 32 + i] = ((b * 7 + i) & 0x3ff) | (i & 1 ? 0x8000 : 0);
+  return codes;
+}
+
+test("the WebAssembly SIMD Q8_0 kernel gives the JavaScript kernel's bytes, for every F16 code", (t) => {
+  const simd = wasmQ8Kernel();
+  if (simd === null) {
+    t.skip("this engine has no WebAssembly SIMD");
+    return;
+  }
+  const codes = f16Codes();
+  const n = codes.length;
   const js = new Uint8Array((n / 32) * 34);
   const wasm = new Uint8Array((n / 32) * 34);
   quantizeQ8_0FromF16(codes, js);
@@ -67,4 +74,23 @@ test("the WebAssembly SIMD Q8_0 kernel gives the JavaScript kernel's bytes, for 
   const direct = new Uint8Array((n / 32) * 34);
   quantize("Q8_0", values, direct);
   assert.equal(Buffer.compare(Buffer.from(js), Buffer.from(direct)), 0);
+});
+
+test("the native Q8_0 kernel gives the JavaScript kernel's bytes, for every F16 code, at any alignment", (t) => {
+  const native = nativeQ8Kernel();
+  if (native === null) {
+    t.skip("the copy addon (build/Release/safetensors_copy.node, with q8FromF16) is not built: npm install builds it");
+    return;
+  }
+  const codes = f16Codes();
+  const n = codes.length;
+  const js = new Uint8Array((n / 32) * 34);
+  quantizeQ8_0FromF16(codes, js);
+  for (const shift of [0, 1]) {
+    const src = new Uint8Array(n * 2 + shift);
+    src.set(new Uint8Array(codes.buffer), shift);
+    const out = new Uint8Array((n / 32) * 34);
+    native(src.subarray(shift), n, out);
+    assert.equal(Buffer.compare(Buffer.from(js), Buffer.from(out)), 0, `offset ${shift}`);
+  }
 });

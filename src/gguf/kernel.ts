@@ -7,7 +7,7 @@
 import { decodeBf16, decodeF16, f32BitsToF16 } from "../codecs/half.js";
 import type { Dtype } from "../format/dtypes.js";
 import type { TensorType } from "./plan.js";
-import { wasmQ8Kernel } from "./q8-kernel.js";
+import { type Q8Kernel, wasmQ8Kernel } from "./q8-kernel.js";
 import { blockBytes, isQuantType, QK, quantize, quantizeQ8_0FromF16 } from "./quants.js";
 
 /** Bytes per element of a source dtype the converter reads. */
@@ -76,6 +76,16 @@ function halfToFloat(h: number): number {
   return tmp[0]!;
 }
 
+let preferredQ8: Q8Kernel | null = null;
+
+/**
+ * A faster F16 to Q8_0 kernel giving the same bytes, used before the WebAssembly one: the Node adapters pass the
+ * native addon's (native/gguf_q8.c, node-q8-native.ts); null goes back to WebAssembly.
+ */
+export function preferQ8Kernel(kernel: Q8Kernel | null): void {
+  preferredQ8 = kernel;
+}
+
 /**
  * Source bytes straight to output bytes when a fused kernel exists (F16 to Q8_0), else false. `src` must be
  * 2-byte aligned.
@@ -88,7 +98,7 @@ export function convertDirect(
   out: Uint8Array,
 ): boolean {
   if (dtype !== "F16" || type !== "Q8_0" || !LE) return false;
-  const simd = wasmQ8Kernel();
+  const simd = preferredQ8 ?? wasmQ8Kernel();
   if (simd !== null) simd(src, count, out);
   else if (src.byteOffset % 2 === 0) quantizeQ8_0FromF16(new Uint16Array(src.buffer, src.byteOffset, count), out);
   else return false;

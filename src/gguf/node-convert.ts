@@ -11,9 +11,19 @@ import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { copyRange } from "../io/node-copy.js";
 import { AtomicFile, type AtomicWriteOptions, writeAllAt, writeError } from "../io/node-write.js";
-import { addOne, convertDirect, decodeSource, encodeOutput, outputBytes, permuteRows, sourceBytes } from "./kernel.js";
+import {
+  addOne,
+  convertDirect,
+  decodeSource,
+  encodeOutput,
+  outputBytes,
+  permuteRows,
+  preferQ8Kernel,
+  sourceBytes,
+} from "./kernel.js";
 import { type ModelFolder, type OpenModelOptions, openModelFolder } from "./node-model.js";
 import { QuantPool } from "./node-pool.js";
+import { nativeQ8Kernel } from "./node-q8-native.js";
 import { type ConversionPlan, type OutputType, type PlanOptions, planConversion, type TensorJob } from "./plan.js";
 import { ggmlTypeByName } from "./types.js";
 import { planGguf } from "./writer.js";
@@ -71,6 +81,7 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
     throw new SafetensorError("InvalidOption", "chunkBytes must be an integer of at least 4096");
   }
   const folder = await openModelFolder(model, options);
+  if (type === "Q8_0") preferQ8Kernel(nativeQ8Kernel());
   let file: AtomicFile | undefined;
   const fds = new Map<number, number>();
   const pool = QuantPool.create(type, options.threads);

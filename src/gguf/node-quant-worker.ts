@@ -9,7 +9,8 @@
 import * as fs from "node:fs";
 import { parentPort } from "node:worker_threads";
 import type { Dtype } from "../format/dtypes.js";
-import { convertDirect, decodeSource, encodeOutput, outputBytes, sourceBytes } from "./kernel.js";
+import { convertDirect, decodeSource, encodeOutput, outputBytes, preferQ8Kernel, sourceBytes } from "./kernel.js";
+import { nativeQ8Kernel } from "./node-q8-native.js";
 import type { TensorType } from "./plan.js";
 
 interface BytesJob {
@@ -33,6 +34,8 @@ interface FileJob {
   outFd: number;
   outAt: number;
 }
+
+preferQ8Kernel(nativeQ8Kernel());
 
 let values = new Float32Array(0);
 let srcBuffer = new Uint8Array(0);
