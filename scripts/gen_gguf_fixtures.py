@@ -47,7 +47,7 @@ QWEN_PATTERN = (
 )
 
 
-def bpe_tokenizer(pattern, specials, bos, nfc, vocab_size=300):
+def bpe_tokenizer(pattern, specials, bos, nfc, vocab_size=300, texts=TEXT):
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -62,7 +62,7 @@ def bpe_tokenizer(pattern, specials, bos, nfc, vocab_size=300):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    tok.train_from_iterator(TEXT, trainer)
+    tok.train_from_iterator(texts, trainer)
     if bos is not None:
         tok.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.token_to_id(bos))]

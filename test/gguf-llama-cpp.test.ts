@@ -4,10 +4,7 @@
  * continuation of the same safetensors model (scripts/gen_gguf_fixtures.py) for f32 and f16, and agree on the first
  * tokens for q8_0.
  *
- * node-llama-cpp is not a devDependency: with its prebuilt binaries it is 83 MB and 117 packages even for linux-x64
- * alone (732 MB with the CUDA and Vulkan builds npm pulls by default), too much for every `npm install`. .ci/run
- * installs it into .llama-side/ (or point SAFETENSORS_NODE_LLAMA_CPP at a node-llama-cpp package folder); without it
- * this test says it is skipped.
+ * node-llama-cpp is a side install (test/helpers/llama-cpp.ts); without it this test says it is skipped.
  */
 
 import assert from "node:assert/strict";
@@ -15,21 +12,13 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { pathToFileURL } from "node:url";
 import { toGguf } from "../src/gguf/node-convert.js";
 import type { OutputType } from "../src/gguf/plan.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { greedyTokens, llamaCppMissing, loadLlamaCpp } from "./helpers/llama-cpp.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/gguf");
-const packageDir =
-  process.env.SAFETENSORS_NODE_LLAMA_CPP ?? path.join(repoRoot, ".llama-side/node_modules/node-llama-cpp");
-const entry = path.join(packageDir, "dist/index.js");
-const missing = fs.existsSync(entry)
-  ? false
-  : `node-llama-cpp not found at ${packageDir}: install it with ` +
-    "`npm i --prefix .llama-side -E --omit=optional --ignore-scripts node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1` " +
-    "(or set SAFETENSORS_NODE_LLAMA_CPP to its package folder)";
-if (missing) process.emitWarning(missing, { code: "SAFETENSORS_LLAMA_CPP_MISSING" });
+if (llamaCppMissing) process.emitWarning(llamaCppMissing, { code: "SAFETENSORS_LLAMA_CPP_MISSING" });
 
 interface Greedy {
   prompt: string;
@@ -51,13 +40,10 @@ const CHECKED = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral-spm", "
 const AGREE: Record<string, number> = { F32: 8, F16: 8, Q8_0: 1 };
 
 test("node-llama-cpp continues prompts from our GGUF as transformers does", {
-  skip: missing,
+  skip: llamaCppMissing,
   timeout: 600_000,
 }, async (t) => {
-  const { getLlama } = (await import(pathToFileURL(entry).href)) as {
-    getLlama: (o: object) => Promise<LlamaApi>;
-  };
-  const llama = await getLlama({ gpu: false, build: "never", logLevel: "error" });
+  const llama = await loadLlamaCpp();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gguf-llama-cpp-"));
   try {
     for (const [model, exp] of Object.entries(expected)) {
@@ -69,24 +55,9 @@ test("node-llama-cpp continues prompts from our GGUF as transformers does", {
           const loaded = await llama.loadModel({ modelPath: file });
           try {
             for (const g of exp.greedy!) {
-              // One thread: llama.cpp's worker threads spin while they wait, and on a busy machine a tiny model's
-              // 8 tokens took 18 s with two of them, 6 ms with one.
-              const context = await loaded.createContext({ contextSize: 64, threads: 1 });
-              try {
-                const got: number[] = [];
-                for await (const token of context.getSequence().evaluate(g.ids, { temperature: 0 })) {
-                  got.push(token);
-                  if (got.length >= g.continuation.length) break;
-                }
-                const n = AGREE[type]!;
-                assert.deepEqual(
-                  got.slice(0, n),
-                  g.continuation.slice(0, n),
-                  `${g.prompt}: ${got} vs ${g.continuation}`,
-                );
-              } finally {
-                await context.dispose();
-              }
+              const got = await greedyTokens(loaded, g.ids, g.continuation.length);
+              const n = AGREE[type]!;
+              assert.deepEqual(got.slice(0, n), g.continuation.slice(0, n), `${g.prompt}: ${got} vs ${g.continuation}`);
             }
           } finally {
             await loaded.dispose();
@@ -99,14 +70,3 @@ test("node-llama-cpp continues prompts from our GGUF as transformers does", {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
-
-interface LlamaApi {
-  loadModel(o: { modelPath: string }): Promise<{
-    createContext(o: { contextSize: number; threads: number }): Promise<{
-      getSequence(): { evaluate(tokens: number[], o: { temperature: number }): AsyncIterable<number> };
-      dispose(): Promise<void>;
-    }>;
-    dispose(): Promise<void>;
-  }>;
-  dispose(): Promise<void>;
-}
