@@ -24,7 +24,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { CHROMIUM, CHROMIUM_ARGS, WEBGPU_ARGS } from "../test/helpers/chromium.js";
+import { CHROMIUM, launchChromium, WEBGPU_ARGS } from "../test/helpers/chromium.js";
 import { startNginx } from "../test/helpers/nginx.js";
 import { CHECKPOINT_NAME, REPO_DIR } from "./spec.js";
 
@@ -38,8 +38,11 @@ const { values: args } = parseArgs({
     },
     dir: { type: "string" },
     json: { type: "string" },
+    // Seconds one load may take before its browser is killed and the row counted as failed.
+    timeout: { type: "string", default: "600" },
   },
 });
+const loadTimeoutMs = Number(args.timeout) * 1000;
 const runs = Number(args.runs);
 const dir = path.resolve(args.dir ?? process.env.SAFETENSORS_BENCH_DIR ?? path.join(REPO_DIR, "bench/out"));
 const checkpoint = path.join(dir, CHECKPOINT_NAME);
@@ -209,18 +212,20 @@ async function load(
   body: string,
   arg: unknown[],
 ): Promise<Omit<Sample, "networkBytes">> {
-  const { chromium } = await import("playwright-core");
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [...CHROMIUM_ARGS, ...WEBGPU_ARGS],
-  });
+  // The browser is killed if a load outlives the timeout (a hung page once kept a browser running for an hour).
+  const context = await launchChromium({ args: WEBGPU_ARGS, profile, maxLifetimeMs: loadTimeoutMs + 120_000 });
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     if (process.env.GPU_BENCH_REQUESTS) page.on("console", (m) => console.log("page:", m.text().slice(0, 200)));
     await page.goto(`${origin}/fx/index.html`);
     await page.waitForFunction("window.ready === true", undefined, { timeout: 60_000 });
-    const result = (await page.evaluate(`(${body})(...${JSON.stringify(arg)})`)) as {
+    let timer: NodeJS.Timeout | undefined;
+    const result = (await Promise.race([
+      page.evaluate(`(${body})(...${JSON.stringify(arg)})`),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no result after ${args.timeout} s: browser killed`)), loadTimeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer))) as {
       ms: number;
       bytes: number;
       tensors: number;
@@ -234,7 +239,7 @@ async function load(
       gpuProcessPeakMib: gpu.length ? Math.max(...gpu) : null,
     };
   } finally {
-    await context.close();
+    await context.dispose();
   }
 }
 
