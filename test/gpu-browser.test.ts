@@ -322,3 +322,34 @@ test("abort mid-load: rejects with the signal's reason, stops reading, leaves no
     .reduce((a, e) => a + e.bytes, 0);
   assert.ok(fetched < 2 << 20, `read ${fetched} bytes of an 8 MiB file after aborting at 256 KiB`);
 });
+
+test("a tensor over the device's own maxBufferSize is refused, naming the limit, before any of its bytes is read", {
+  skip,
+  timeout,
+}, async () => {
+  const limit = await gpu.run<number>(`async () => device.limits.maxBufferSize`);
+  // A file whose one tensor is 4 KiB over the limit; sparse on disk, so the test costs no memory or disk.
+  const rows = Math.floor(limit / 4096) + 1;
+  let json = JSON.stringify({ huge: { dtype: "F32", shape: [rows, 1024], data_offsets: [0, rows * 4096] } });
+  json += " ".repeat((8 - (json.length % 8)) % 8);
+  const file = path.join(gpu.nginx.files, "huge.safetensors");
+  const prefix = new Uint8Array(8 + json.length);
+  new DataView(prefix.buffer).setBigUint64(0, BigInt(json.length), true);
+  prefix.set(new TextEncoder().encode(json), 8);
+  fs.writeFileSync(file, prefix);
+  fs.truncateSync(file, prefix.length + rows * 4096);
+  await gpu.nginx.clearLog();
+  const [code, message] = await gpu.run<string[]>(
+    `async (url) => st.loadToGPU(device, url).then(() => ["loaded"], (e) => [e.code, e.message])`,
+    `${gpu.nginx.url}/fx/huge.safetensors`,
+  );
+  fs.rmSync(file);
+  assert.equal(code, "TooLarge");
+  assert.match(message!, /"huge" needs .* in one buffer, over the device's maxBufferSize \(.+\): pass split: true/);
+  assert.ok(message!.includes(`maxBufferSize (${(limit / 2 ** 20).toFixed(1)} MiB, ${limit} bytes)`), message);
+  const sent = (await gpu.nginx.log())
+    .filter((e) => e.path === "/fx/huge.safetensors")
+    .reduce((a, e) => a + e.bytes, 0);
+  // The open's first read (header and what follows, up to 1 MiB) and nothing more.
+  assert.ok(sent <= 1 << 20, `${sent} bytes sent for a refused tensor`);
+});

@@ -126,7 +126,7 @@ export function outBytes(conversion: Conversion | null, srcBytes: number): numbe
 }
 
 function gib(n: number): string {
-  return n >= 1 << 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${n} bytes`;
+  return n >= 1 << 20 ? `${(n / 2 ** 20).toFixed(1)} MiB, ${n} bytes` : `${n} bytes`;
 }
 
 function planParts(name: string, info: TensorInfo, conversion: Conversion | null, options: PlanOptions): PlannedPart[] {
