@@ -19,12 +19,13 @@
  *
  * Heavy (several GiB through the browser): run it alone, under the bench lock on shared machines.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
+import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
-import { CHROMIUM, launchChromium, WEBGPU_ARGS } from "../test/helpers/chromium.js";
+import { CHROMIUM, CHROMIUM_ARGS, killBrowser, WEBGPU_ARGS } from "../test/helpers/chromium.js";
 import { startNginx } from "../test/helpers/nginx.js";
 import { CHECKPOINT_NAME, REPO_DIR } from "./spec.js";
 
@@ -49,13 +50,30 @@ const checkpoint = path.join(dir, CHECKPOINT_NAME);
 /** loadToGPU's options in the `ours` rows (JSON), for trying other chunk sizes and concurrencies. */
 const oursOptions = JSON.parse(process.env.GPU_BENCH_OPTIONS ?? "{}") as Record<string, unknown>;
 
-const PAGE = `<!doctype html><meta charset="utf-8"><title>gpu bench</title><script type="module">
-window.st = await import("/dist/index.js");
-const adapter = await navigator.gpu.requestAdapter();
-window.device = await adapter.requestDevice({ requiredLimits: {
-  maxBufferSize: adapter.limits.maxBufferSize,
-  maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
-window.ready = true;
+/**
+ * The page of one load: the library and a device, then the load, its result sent to the bench's report server (a
+ * GET, so no CORS is involved). The browser is started on this page directly, with no DevTools protocol: driven by
+ * playwright, the renderer's DevTools network agent keeps copies of response bodies for the inspector (up to its
+ * ~200 MB buffer), which put 200-270 MiB into the renderer that no user's page has (600 MiB checkpoint, same load:
+ * renderer peak 388 MiB under playwright, 198 MiB launched directly; `fetch` alone: 369 against 174 MiB).
+ */
+const page = (
+  report: string,
+  body: string,
+  arg: unknown[],
+) => `<!doctype html><meta charset="utf-8"><title>gpu bench</title>
+<script type="module">
+const report = (r) => fetch(${JSON.stringify(report)} + "?" + encodeURIComponent(JSON.stringify(r)), { mode: "no-cors" });
+try {
+  window.st = await import("/dist/index.js");
+  const adapter = await navigator.gpu.requestAdapter();
+  window.device = await adapter.requestDevice({ requiredLimits: {
+    maxBufferSize: adapter.limits.maxBufferSize,
+    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+  await report(await (${body})(...${JSON.stringify(arg)}));
+} catch (e) {
+  await report({ error: String(e && e.stack || e).slice(0, 500) });
+}
 </script>`;
 
 /** In the page: one load; resolves to its milliseconds and how many tensors and bytes it placed. */
@@ -206,30 +224,61 @@ function peakMib(pid: number): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) / 1024;
 }
 
+/** Results pages send to `report` (one GET each). */
+class Reports {
+  private readonly waiting = new Map<string, (value: unknown) => void>();
+  private readonly server = http.createServer((request, response) => {
+    const url = new URL(request.url ?? "/", "http://x");
+    this.waiting.get(url.pathname)?.(JSON.parse(decodeURIComponent(url.search.slice(1))));
+    response.writeHead(204, { "access-control-allow-origin": "*" }).end();
+  });
+  url = "";
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as import("node:net").AddressInfo).port}`;
+  }
+  wait(pathname: string): Promise<unknown> {
+    return new Promise((resolve) => this.waiting.set(pathname, resolve));
+  }
+  close(): void {
+    this.server.close();
+  }
+}
+
+let loads = 0;
+/** The folder nginx serves at /fx/ (the pages). */
+let files = "";
+
 async function load(
   profile: string,
   origin: string,
+  reports: Reports,
   body: string,
   arg: unknown[],
 ): Promise<Omit<Sample, "networkBytes">> {
-  // The browser is killed if a load outlives the timeout (a hung page once kept a browser running for an hour).
-  const context = await launchChromium({ args: WEBGPU_ARGS, profile, maxLifetimeMs: loadTimeoutMs + 120_000 });
+  const id = `/r${++loads}`;
+  fs.writeFileSync(path.join(files, `${id.slice(1)}.html`), page(`${reports.url}${id}`, body, arg));
+  const reported = reports.wait(id);
+  const child = spawn(
+    CHROMIUM,
+    [...CHROMIUM_ARGS, ...WEBGPU_ARGS, `--user-data-dir=${profile}`, `${origin}/fx${id}.html`],
+    { stdio: "ignore", detached: true },
+  );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let timer: NodeJS.Timeout | undefined;
   try {
-    const page = context.pages()[0] ?? (await context.newPage());
-    if (process.env.GPU_BENCH_REQUESTS) page.on("console", (m) => console.log("page:", m.text().slice(0, 200)));
-    await page.goto(`${origin}/fx/index.html`);
-    await page.waitForFunction("window.ready === true", undefined, { timeout: 60_000 });
-    let timer: NodeJS.Timeout | undefined;
+    // A load that outlives the timeout fails its row, and its browser is killed below.
     const result = (await Promise.race([
-      page.evaluate(`(${body})(...${JSON.stringify(arg)})`),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no result after ${args.timeout} s: browser killed`)), loadTimeoutMs);
+      reported,
+      exited.then(() => ({ error: "the browser exited" })),
+      new Promise((resolve) => {
+        timer = setTimeout(
+          () => resolve({ error: `no result after ${args.timeout} s: browser killed` }),
+          loadTimeoutMs,
+        );
       }),
-    ]).finally(() => clearTimeout(timer))) as {
-      ms: number;
-      bytes: number;
-      tensors: number;
-    };
+    ])) as { ms: number; bytes: number; tensors: number; error?: string };
+    if (result.error) throw new Error(result.error);
     const processes = chromiumProcesses(profile);
     const renderers = processes.filter((p) => p.type === "renderer").map((p) => peakMib(p.pid));
     const gpu = processes.filter((p) => p.type === "gpu-process").map((p) => peakMib(p.pid));
@@ -239,7 +288,14 @@ async function load(
       gpuProcessPeakMib: gpu.length ? Math.max(...gpu) : null,
     };
   } finally {
-    await context.dispose();
+    clearTimeout(timer);
+    // SIGTERM first: Chromium shuts down in order and keeps what the page stored (the OPFS cache the next row reads).
+    if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, "SIGTERM");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+    killBrowser(profile);
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {}
   }
 }
 
@@ -261,7 +317,9 @@ async function main(): Promise<void> {
   }
   const nginx = await startNginx({ "/data/": dir, "/dist/": path.join(REPO_DIR, "dist") });
   if (!nginx) throw new Error("nginx not installed");
-  fs.writeFileSync(path.join(nginx.files, "index.html"), PAGE);
+  files = nginx.files;
+  const reports = new Reports();
+  await reports.start();
   const url = `${nginx.url}/data/${CHECKPOINT_NAME}`;
   const samples = new Map<string, Sample[]>();
   const failures: string[] = [];
@@ -293,7 +351,7 @@ async function main(): Promise<void> {
   const once = async (row: string, profile: string, body: string, arg: unknown[]) => {
     await nginx.clearLog();
     try {
-      const sample = await load(profile, nginx.url, body, arg);
+      const sample = await load(profile, nginx.url, reports, body, arg);
       add(row, { ...sample, networkBytes: await network() });
     } catch (error) {
       failures.push(`${row}: ${(error as Error).message.split("\n")[0]}`);
@@ -352,6 +410,7 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const p of profiles) fs.rmSync(p, { recursive: true, force: true });
+    reports.close();
     await nginx.stop();
   }
 }
