@@ -328,6 +328,27 @@ function blockLength(meta: Meta, block: number): number {
   return Math.min(meta.blockBytes, meta.size - block * meta.blockBytes);
 }
 
+/** A Blob's bytes into `state`'s buffer at `at`: a BYOB read where Blob streams are byte streams, else a copy. */
+async function readBlobInto(blob: Blob, state: { buffer: ArrayBuffer; base: number }, at: number): Promise<void> {
+  let reader: ReadableStreamBYOBReader;
+  try {
+    reader = blob.stream().getReader({ mode: "byob" });
+  } catch {
+    new Uint8Array(state.buffer, state.base + at, blob.size).set(new Uint8Array(await blob.arrayBuffer()));
+    return;
+  }
+  try {
+    for (let got = 0; got < blob.size; ) {
+      const { value, done } = await reader.read(new Uint8Array(state.buffer, state.base + at + got, blob.size - got));
+      if (value) state.buffer = value.buffer as ArrayBuffer;
+      if (done) throw new Error("a stored block ended early");
+      got += value.length;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
 async function writeFile(dir: FileSystemDirectoryHandle, name: string, parts: Uint8Array[]): Promise<void> {
   const handle = await dir.getFileHandle(name, { create: true });
   const writable = await handle.createWritable();
@@ -415,6 +436,103 @@ class CachedSource implements ByteSource {
       }
       throwIfAborted(options.signal);
       await sink(current);
+    }
+  }
+
+  /**
+   * Bytes [offset, offset + length) into `target` (see `ByteSource.readInto`): stored blocks read from their files
+   * straight into it (BYOB), checked piece by piece there; only the partly covered 256 KiB pieces at the ends go
+   * through a buffer of their own, to be hashed whole. Missing blocks are fetched and stored as by `read`. Reads of
+   * stored blocks into a fresh buffer each left garbage the renderer's memory peaked on: a 600 MiB checkpoint from
+   * the cache peaked it at 371 MiB, 234 MiB with the garbage collected every 4 reads (headless Chromium, idle 125 MiB).
+   */
+  async readInto(offset: number, length: number, target: Uint8Array, options: ReadOptions = {}): Promise<Uint8Array> {
+    throwIfAborted(options.signal);
+    if (this.closed) throw new SafetensorError("Closed", "source is closed");
+    if (!(Number.isSafeInteger(offset) && offset >= 0 && length >= 0 && offset + length <= this.byteLength)) {
+      throw new SafetensorError("IoError", `read of ${length} bytes at ${offset} is outside the file`);
+    }
+    const entry = this.entry;
+    if (entry === null || !this.cache.holds(entry)) {
+      try {
+        const bytes = await this.inner.readInto(offset, length, target, options);
+        this.cache.stats.networkBytes += length;
+        return bytes;
+      } catch (error) {
+        if ((error as SafetensorError)?.code === "SourceChanged" && entry) await this.cache.invalidate(entry);
+        throw error;
+      }
+    }
+    const state = { buffer: target.buffer as ArrayBuffer, base: target.byteOffset };
+    const size = entry.meta.blockBytes;
+    for (let pos = offset; pos < offset + length; ) {
+      const b = Math.floor(pos / size);
+      const end = Math.min(offset + length, (b + 1) * size);
+      const [from, to] = [pos - b * size, end - b * size];
+      if (!(entry.blocks.has(b) && (await this.readStoredInto(entry, b, from, to, state, pos - offset)))) {
+        if (state.buffer.byteLength === 0) {
+          // A failed BYOB read kept the buffer it was given: start over in a new one.
+          state.buffer = new ArrayBuffer(state.base + length);
+          pos = offset;
+          continue;
+        }
+        new Uint8Array(state.buffer, state.base + pos - offset, end - pos).set(
+          await this.blockPart(entry, b, from, to, options),
+        );
+      }
+      pos = end;
+      throwIfAborted(options.signal);
+    }
+    return new Uint8Array(state.buffer, state.base, length);
+  }
+
+  /**
+   * Bytes [from, to) of stored block `b` into `state`'s buffer at `at`, checked against their pieces' hashes; false
+   * (the block dropped) when missing or damaged.
+   */
+  private async readStoredInto(
+    entry: Entry,
+    b: number,
+    from: number,
+    to: number,
+    state: { buffer: ArrayBuffer; base: number },
+    at: number,
+  ): Promise<boolean> {
+    const length = blockLength(entry.meta, b);
+    const pieces = Math.ceil(length / CACHE_PIECE_BYTES);
+    try {
+      const file = await (await entry.dir.getFileHandle(`b${b}`)).getFile();
+      if (file.size !== length + pieces * HASH) throw new Error("wrong size");
+      const p0 = Math.floor(from / CACHE_PIECE_BYTES);
+      const p1 = Math.ceil(to / CACHE_PIECE_BYTES);
+      const hashes = new Uint8Array(await file.slice(length + p0 * HASH, length + p1 * HASH).arrayBuffer());
+      // Whole pieces inside [from, to): [m0, m1), read straight in.
+      const m0 = Math.ceil(from / CACHE_PIECE_BYTES) * CACHE_PIECE_BYTES;
+      const m1 = to === length ? to : Math.floor(to / CACHE_PIECE_BYTES) * CACHE_PIECE_BYTES;
+      if (m1 > m0) await readBlobInto(file.slice(m0, m1), state, at + m0 - from);
+      for (let p = p0; p < p1; p++) {
+        const start = p * CACHE_PIECE_BYTES;
+        const end = Math.min(length, start + CACHE_PIECE_BYTES);
+        const inside = start >= m0 && end <= m1;
+        const piece = inside
+          ? new Uint8Array(state.buffer, state.base + at + start - from, end - start)
+          : new Uint8Array(await file.slice(start, end).arrayBuffer());
+        if (!equalBytes(await sha256(piece), hashes.subarray((p - p0) * HASH, (p - p0 + 1) * HASH))) {
+          this.cache.stats.corruptPieces++;
+          throw new Error("damaged");
+        }
+        if (!inside) {
+          const lo = Math.max(start, from);
+          const hi = Math.min(end, to);
+          new Uint8Array(state.buffer, state.base + at + lo - from, hi - lo).set(piece.subarray(lo - start, hi - start));
+        }
+      }
+      this.cache.stats.cacheBytes += to - from;
+      return true;
+    } catch {
+      entry.blocks.delete(b);
+      await entry.dir.removeEntry(`b${b}`).catch(() => {});
+      return false;
     }
   }
 
