@@ -167,6 +167,14 @@ export {
   type SparsifyTask,
 } from "./merge/execute.js";
 export {
+  isKohyaLora,
+  type KohyaAdapterInput,
+  type KohyaTarget,
+  kohyaTargets,
+  ldmUnetToDiffusers,
+  planKohya,
+} from "./merge/kohya.js";
+export {
   type AdapterConfig,
   type AdapterInput,
   type LoraTensorPlan,

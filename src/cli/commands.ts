@@ -39,7 +39,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: "merge models as a mergekit YAML config says, streamed",
     load: () => import("./merge-models.js"),
   },
-  { name: "lora", summary: "bake PEFT LoRA adapters into their base model, streamed", load: () => import("./lora.js") },
+  {
+    name: "lora",
+    summary: "bake PEFT LoRA adapters, or Kohya LoRAs into a Stable Diffusion checkpoint, streamed",
+    load: () => import("./lora.js"),
+  },
   {
     name: "extract",
     summary: "copy the named or matching tensors into a new file",

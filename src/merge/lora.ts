@@ -124,6 +124,10 @@ export interface LoraUpdate {
   readonly layout: "rows" | "transposed";
   readonly embedding: boolean;
   readonly rank: number;
+  /** Multiplies ΔW before `scaling` (sd-scripts' ratio; PEFT's weight is in `scaling`). Default 1. */
+  readonly ratio?: number;
+  /** The rows of W the update covers, [first, count] (q, k or v of a fused projection); default all. */
+  readonly rows?: readonly [number, number] | null;
 }
 
 export interface LoraTensorPlan {
@@ -249,6 +253,10 @@ export interface LowRankFactors {
   readonly magnitude: Float32Array | null;
   /** ΔW is rounded to this dtype before it is added: the weight's for embeddings (PEFT's `Embedding` merge). */
   readonly deltaDtype: "F32" | "F16" | "BF16";
+  /** Multiplies ΔW before `scaling` (1: not applied). */
+  readonly ratio: number;
+  /** The rows of W (of a block, once restricted) the update covers: [first, count]; null for all of them. */
+  readonly rows: readonly [number, number] | null;
 }
 
 /**
@@ -274,15 +282,33 @@ export function lowRankFactors(
   // rows: ΔW = B @ A, L = B [out × r], Rᵀ = Aᵀ [in × r]. transposed: ΔW = Aᵀ @ Bᵀ, L = Aᵀ [in × r], Rᵀ = B [out × r].
   const left = update.layout === "rows" ? b : transpose(a);
   const right = update.layout === "rows" ? transpose(a) : b;
-  return { left, right, rank: r, scaling: update.scaling, magnitude, deltaDtype };
+  return {
+    left,
+    right,
+    rank: r,
+    scaling: update.scaling,
+    magnitude,
+    deltaDtype,
+    ratio: update.ratio ?? 1,
+    rows: update.rows ?? null,
+  };
 }
 
-/** The factors restricted to rows [first, first + rows) (what a block's computation needs, to hand to a worker). */
-export function factorRows(factors: LowRankFactors, first: number, rows: number): LowRankFactors {
+/**
+ * The factors restricted to rows [first, first + rows) of W (what a block's computation needs, to hand to a worker);
+ * null when the update covers none of them.
+ */
+export function factorRows(factors: LowRankFactors, first: number, rows: number): LowRankFactors | null {
+  // An update of some rows only: L's rows are those rows; the block's share of them, placed in the block.
+  const [from, count] = factors.rows ?? [0, Number.POSITIVE_INFINITY];
+  const start = Math.max(first, from);
+  const end = Math.min(first + rows, from + count);
+  if (start >= end) return null;
   return {
     ...factors,
-    left: factors.left.subarray(first * factors.rank, (first + rows) * factors.rank),
-    magnitude: factors.magnitude?.subarray(first, first + rows) ?? null,
+    left: factors.left.subarray((start - from) * factors.rank, (end - from) * factors.rank),
+    magnitude: factors.magnitude?.subarray(start - from, end - from) ?? null,
+    rows: [start - first, end - start],
   };
 }
 
@@ -295,8 +321,15 @@ const fround = Math.fround;
  */
 export function addLowRank(values: Float32Array, rows: number, cols: number, factors: LowRankFactors): void {
   const { left, right, rank, magnitude } = factors;
+  if (factors.rows !== null) {
+    const [first, count] = factors.rows;
+    const own = { ...factors, rows: null };
+    addLowRank(values.subarray(first * cols, (first + count) * cols), count, cols, own);
+    return;
+  }
   const round = rounder(factors.deltaDtype);
   const scaling = fround(factors.scaling);
+  const ratio = fround(factors.ratio);
   const r4 = rank - (rank % 4);
   for (let row = 0; row < rows; row++) {
     const l = row * rank;
@@ -316,7 +349,8 @@ export function addLowRank(values: Float32Array, rows: number, cols: number, fac
           left[l + k + 3]! * right[o + k + 3]!;
       }
       for (; k < rank; k++) s = s + left[l + k]! * right[o + k]!;
-      const v = values[base + c]! + round(fround(s) * scaling);
+      const d = ratio === 1 ? fround(s) : fround(ratio * fround(s));
+      const v = values[base + c]! + round(d * scaling);
       values[base + c] = v;
       square += values[base + c]! * values[base + c]!;
     }
@@ -339,6 +373,11 @@ export interface BakeBlock {
   readonly cols: number;
   /** Each update restricted to the block's rows, in merge order. */
   readonly factors: readonly LowRankFactors[];
+  /**
+   * Round to `dtype` between updates (PEFT: the weight holds its dtype between adapters; sd-scripts merges every
+   * LoRA into a float32 weight). Default true.
+   */
+  readonly roundBetween?: boolean;
 }
 
 /** Bake one block: decode, add every update (rounding to the weight's dtype between adapters, as PEFT), encode. */
@@ -352,7 +391,7 @@ export function bakeBlock(block: BakeBlock): Uint8Array {
   block.factors.forEach((f, i) => {
     addLowRank(values, block.rows, block.cols, f);
     // PEFT merges adapters one after the other into the weight, which is stored in its dtype in between.
-    if (i < block.factors.length - 1) roundArray(values, count, block.dtype);
+    if (i < block.factors.length - 1 && block.roundBetween !== false) roundArray(values, count, block.dtype);
   });
   if (block.outDtype === "F32") return new Uint8Array(values.buffer);
   return fromFloat32(block.outDtype, values);

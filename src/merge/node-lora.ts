@@ -10,6 +10,7 @@ import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
 import { type NodeOpenOptions, openAsync } from "../read/node-async.js";
 import { elementBytes, elementCount } from "./execute.js";
+import { isKohyaLora, planKohya } from "./kohya.js";
 import {
   type AdapterInput,
   type BakeBlock,
@@ -25,9 +26,12 @@ import { ChunkPool } from "./node-pool.js";
 import { fileIn, type ModelSource, openModel, readSideFileAt } from "./node-source.js";
 
 export interface AdapterSpec {
-  /** A directory (local or remote) with adapter_config.json and adapter_model.safetensors. */
+  /**
+   * A PEFT adapter: a directory (local or remote) with adapter_config.json and adapter_model.safetensors; or a
+   * Kohya / sd-scripts LoRA: a `.safetensors` file of `lora_up` / `lora_down` / `alpha` tensors.
+   */
   location: string;
-  /** Multiplies the adapter's update (default 1). */
+  /** Multiplies the adapter's update (default 1; sd-scripts' ratio for a Kohya LoRA). */
   weight?: number;
 }
 
@@ -48,14 +52,23 @@ export interface BakeLoraOptions extends NodeOpenOptions {
   /** Threads baking blocks (default: the CPUs, at most 4; 1 bakes in the calling thread). */
   threads?: number;
   onProgress?: (progress: BakeProgress) => void;
+  /**
+   * Kohya LoRAs on a diffusers text encoder saved alone: which of SDXL's text encoders it is (`te2` takes the
+   * `lora_te2_` modules; default `te1`: `lora_te_` and `lora_te1_`).
+   */
+  textEncoder?: "te1" | "te2";
 }
 
 export interface BakeSummary {
+  /** "peft" or "kohya". */
+  format: "peft" | "kohya";
   files: string[];
   tensors: number;
   /** Base tensors changed by an update, and replaced by an adapter's copy. */
   updated: number;
   replaced: number;
+  /** Kohya modules of another component than the base (a diffusers U-Net or text encoder saved alone): not applied. */
+  skipped: number;
   bytesRead: number;
   bytesWritten: number;
 }
@@ -63,9 +76,42 @@ export interface BakeSummary {
 interface OpenAdapter {
   input: AdapterInput;
   tensors: Map<string, Float32Array>;
+  /** A Kohya LoRA's alpha values by module (null for a PEFT adapter). */
+  kohyaAlphas: Map<string, number> | null;
+}
+
+/** A Kohya LoRA file: its tensors as float32 (small: the factors), alphas by module. */
+async function openKohya(spec: AdapterSpec, options: NodeOpenOptions): Promise<OpenAdapter | null> {
+  if (!/\.safetensors$/i.test(spec.location)) return null;
+  const file = await openAsync(spec.location, options);
+  try {
+    if (!isKohyaLora(file.keys())) return null;
+    const loaded = await file.getTensors(undefined, { signal: options.signal });
+    const tensors = new Map<string, Float32Array>();
+    const catalog = new Map<string, { dtype: Dtype; shape: readonly number[] }>();
+    const alphas = new Map<string, number>();
+    for (const [name, tensor] of loaded) {
+      catalog.set(name, { dtype: tensor.dtype, shape: tensor.shape });
+      const values = toFloat32(tensor.dtype, tensor.data, { count: tensor.numel }).slice();
+      if (name.endsWith(".alpha")) {
+        if (values.length !== 1) {
+          throw new SafetensorError("InvalidAdapter", `${name} must hold one number, not [${tensor.shape}]`);
+        }
+        alphas.set(name.slice(0, -".alpha".length), values[0]!);
+      }
+      tensors.set(name, values);
+    }
+    const config = { r: 1, alpha: 1, rslora: false, fanInFanOut: false, dora: false };
+    const input = { config: { ...config, rankPattern: new Map(), alphaPattern: new Map() }, tensors: catalog };
+    return { input: { ...input, weight: spec.weight ?? 1 }, tensors, kohyaAlphas: alphas };
+  } finally {
+    await file.close();
+  }
 }
 
 async function openAdapter(spec: AdapterSpec, options: NodeOpenOptions): Promise<OpenAdapter> {
+  const kohya = await openKohya(spec, options);
+  if (kohya !== null) return kohya;
   const file = await openAsync(fileIn(spec.location, "adapter_model.safetensors"), options).catch((error: unknown) => {
     throw new SafetensorError(
       "InvalidAdapter",
@@ -92,7 +138,7 @@ async function openAdapter(spec: AdapterSpec, options: NodeOpenOptions): Promise
       catalog.set(name, { dtype: tensor.dtype, shape: tensor.shape });
       tensors.set(name, toFloat32(tensor.dtype, tensor.data, { count: tensor.numel }).slice());
     }
-    return { input: { config, tensors: catalog, weight: spec.weight ?? 1 }, tensors };
+    return { input: { config, tensors: catalog, weight: spec.weight ?? 1 }, tensors, kohyaAlphas: null };
   } finally {
     await file.close();
   }
@@ -109,13 +155,25 @@ export async function bakeLora(
   const specs = adapters.map((a) => (typeof a === "string" ? { location: a } : a));
   const opened = [];
   for (const spec of specs) opened.push(await openAdapter(spec, options));
+  const kohya = opened.filter((a) => a.kohyaAlphas !== null).length;
+  if (kohya !== 0 && kohya !== opened.length) {
+    throw new SafetensorError("UnsupportedAdapter", "PEFT adapters and Kohya LoRA files cannot be baked together");
+  }
   const model = await openModel(base, options);
   try {
+    if (kohya > 0) {
+      const { plan, skipped } = planKohya(
+        model.catalog.tensors,
+        opened.map((a) => ({ tensors: a.input.tensors, alphas: a.kohyaAlphas!, weight: a.input.weight })),
+        options.textEncoder,
+      );
+      return await writeBake(model, plan, opened, outDir, options, { format: "kohya", skipped });
+    }
     const plan = planLora(
       model.catalog.tensors,
       opened.map((a) => a.input),
     );
-    return await writeBake(model, plan, opened, outDir, options);
+    return await writeBake(model, plan, opened, outDir, options, { format: "peft", skipped: 0 });
   } finally {
     await model.close();
   }
@@ -127,6 +185,7 @@ async function writeBake(
   adapters: readonly OpenAdapter[],
   outDir: string,
   options: BakeLoraOptions,
+  kind: { format: "peft" | "kohya"; skipped: number },
 ): Promise<BakeSummary> {
   const isFloat = (dtype: Dtype) => dtype === "F32" || dtype === "F16" || dtype === "BF16";
   const outDtype = (t: LoraTensorPlan): Dtype =>
@@ -203,7 +262,9 @@ async function writeBake(
           outDtype: tensor.dtype as "F32" | "F16" | "BF16",
           rows: n,
           cols,
-          factors: factors.map((f) => factorRows(f, first, n)),
+          factors: factors.map((f) => factorRows(f, first, n)).filter((f) => f !== null),
+          // sd-scripts adds every LoRA to a float32 weight and rounds once.
+          roundBetween: kind.format === "peft",
         };
         const at = first * cols * outBytes;
         inflight.push((pool ? pool.bake(block) : Promise.resolve(bakeBlock(block))).then((bytes) => emit(bytes, at)));
@@ -215,10 +276,12 @@ async function writeBake(
     options.onProgress?.(progress);
   }).finally(() => pool?.close());
   return {
+    format: kind.format,
     files,
     tensors: plan.length,
     updated: plan.filter((t) => t.updates.length > 0).length,
     replaced: plan.filter((t) => t.replacement !== null).length,
+    skipped: kind.skipped,
     bytesRead,
     bytesWritten: progress.bytesWritten,
   };
