@@ -171,3 +171,19 @@ test("Kohya files are told apart from PEFT's; other LyCORIS kinds and unmatched 
     fs.rmSync(out, { recursive: true, force: true });
   }
 });
+
+test("q, k and v updates of a fused projection land on their rows whatever the blocks of rows", async () => {
+  const outs: string[] = [];
+  try {
+    for (const options of [{}, { chunkElements: 7, threads: 1 }, { chunkElements: 13 }]) {
+      const out = fs.mkdtempSync(path.join(os.tmpdir(), "kohya-blocks-"));
+      outs.push(out);
+      const lora = { location: path.join(FIXTURES, "lora-sdxl.safetensors"), weight: 0.7 };
+      await bakeLora(path.join(FIXTURES, "sdxl.safetensors"), [lora], out, options);
+    }
+    const [first, ...others] = outs.map((out) => fs.readFileSync(path.join(out, "model.safetensors")));
+    for (const other of others) assert.ok(first!.equals(other), "the same bytes in blocks of one row and of two");
+  } finally {
+    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+  }
+});
