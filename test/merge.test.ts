@@ -64,7 +64,10 @@ function readOutput(dir: string): Map<string, Tensor> {
   }
 }
 
-async function runFixture(name: string, options: { seed?: number } = {}): Promise<string> {
+async function runFixture(
+  name: string,
+  options: { seed?: number; maxParallelSparsifyBytes?: number } = {},
+): Promise<string> {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), `merge-${name}-`));
   const config = parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", `${name}.yml`), "utf8"));
   await mergeModels(config, out, { modelsDir: FIXTURES, ...options });
@@ -153,6 +156,16 @@ test("DARE's drops are seeded: the same seed gives the same bytes, another seed 
     assert.ok(!bytes(first).equals(bytes(third)));
   } finally {
     for (const dir of [first, second, third]) fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("task vectors sparsified one after the other (a tensor over maxParallelSparsifyBytes) give the same bytes", async () => {
+  const outs = [await runFixture("ties"), await runFixture("ties", { maxParallelSparsifyBytes: 0 })];
+  try {
+    const [a, b] = outs.map((out) => fs.readFileSync(path.join(out, "model.safetensors")));
+    assert.ok(a!.equals(b!));
+  } finally {
+    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
   }
 });
 

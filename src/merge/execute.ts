@@ -55,7 +55,15 @@ export interface ExecuteOptions {
   inFlight?: number;
   /** Where whole-tensor task vectors are sparsified (default: in this thread, one after the other). */
   sparsify?: (task: SparsifyTask) => Promise<Float32Array>;
+  /**
+   * A tensor's task vectors are sparsified at once (by `sparsify`) while 4 bytes per entry of each of them fit in
+   * this; larger ones one after the other (default 512 MiB). Replaying torch's sort holds 4 bytes an entry while it
+   * runs: two at once on the 2.37 GiB benchmark's embedding (131 M entries) would add 1 GiB to TIES's peak.
+   */
+  maxParallelSparsifyBytes?: number;
 }
+
+export const DEFAULT_MAX_PARALLEL_SPARSIFY_BYTES = 512 << 20;
 
 export const DEFAULT_CHUNK_ELEMENTS = 1 << 20;
 
@@ -456,7 +464,14 @@ async function taskArithmeticParallel(
 ): Promise<Float32Array> {
   const deltas = taskVectors(job, xs, count);
   if (deltas === null) return xs[job.base]!;
-  const done = await Promise.all(sparsifyTasks(job, deltas, options.seed ?? 0).map((task) => options.sparsify(task)));
+  const tasks = sparsifyTasks(job, deltas, options.seed ?? 0);
+  let done: Float32Array[];
+  if (tasks.length * count * 4 <= (options.maxParallelSparsifyBytes ?? DEFAULT_MAX_PARALLEL_SPARSIFY_BYTES)) {
+    done = await Promise.all(tasks.map((task) => options.sparsify(task)));
+  } else {
+    done = [];
+    for (const task of tasks) done.push(await options.sparsify(task));
+  }
   // The combination reads every task vector at an entry before it writes that entry, so the first vector takes the
   // result and the second the divisors: two float32 copies of the tensor less (the embedding's 0.5 GiB each).
   const out = done[0]!;

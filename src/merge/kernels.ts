@@ -10,7 +10,7 @@ import { toFloat32 } from "../codecs/index.js";
 import { SafetensorError } from "../format/errors.js";
 import type { MergeDtype } from "./config.js";
 import { type Round, roundArray, rounder } from "./round.js";
-import { sortedPositionMask } from "./torch-sort.js";
+import { keepSortedMagnitudes } from "./torch-sort.js";
 
 const fround = Math.fround;
 
@@ -299,17 +299,6 @@ function magnitudeAtRank(values: Float32Array, rank: number): RankedValue {
   return { bits: ((bucket << 16) | lowBucket) >>> 0, less: below, equal: low[lowBucket]! };
 }
 
-/** Zero the entries a mask of torch's sort positions leaves out. */
-function applyMask(values: Float32Array, mask: Uint8Array): void {
-  for (let i = 0; i < values.length; i++) if (mask[i] === 0) values[i] = 0;
-}
-
-function magnitudes(values: Float32Array): Float32Array {
-  const out = new Float32Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = Math.abs(values[i]!);
-  return out;
-}
-
 /**
  * Keep the entries at positions [from, to) of torch's ascending sort of the magnitudes. When no magnitude straddles
  * a boundary, the two boundary magnitudes decide (histograms only); otherwise torch's sort is replayed to know which
@@ -324,7 +313,7 @@ function keepSortedRange(values: Float32Array, from: number, to: number): void {
   const lo = magnitudeAtRank(values, from);
   const hi = magnitudeAtRank(values, to - 1);
   if (lo.less < from || hi.less + hi.equal > to) {
-    applyMask(values, sortedPositionMask(magnitudes(values), false, from, to));
+    keepSortedMagnitudes(values, false, from, to);
     return;
   }
   for (let i = 0; i < n; i++) {
@@ -344,7 +333,7 @@ export function magnitudeSparsify(values: Float32Array, density: number): void {
   const at = magnitudeAtRank(values, n - k);
   if (at.less < n - k) {
     // Some entries equal to the k-th largest magnitude are kept and some dropped: torch's sort decides which.
-    applyMask(values, sortedPositionMask(magnitudes(values), true, 0, k));
+    keepSortedMagnitudes(values, true, 0, k);
     return;
   }
   for (let i = 0; i < n; i++) if (magnitudeBits(values[i]!) < at.bits) values[i] = 0;

@@ -35,6 +35,11 @@ export interface MergeModelsOptions extends NodeOpenOptions {
   chunkElements?: number;
   /** Threads computing element-wise chunks (default: the CPUs, at most 4; 1 computes in the calling thread). */
   threads?: number;
+  /**
+   * Whole-tensor task vectors (TIES, DARE, breadcrumbs, DELLA) are sparsified in parallel while 4 bytes per entry of
+   * each fit in this (default 512 MiB); larger ones one after the other, which bounds the peak.
+   */
+  maxParallelSparsifyBytes?: number;
   /** Copy the base's (or first model's) tokenizer files even without `tokenizer_source` (default true, as mergekit). */
   copyTokenizer?: boolean;
   fsync?: boolean;
@@ -136,6 +141,7 @@ async function writeMerge(
         seed: options.seed,
         compute: pool?.compute,
         sparsify: pool?.sparsify,
+        maxParallelSparsifyBytes: options.maxParallelSparsifyBytes,
         inFlight: pool === null ? 1 : pool.size + 1,
         signal: options.signal,
         onBytes(read, written) {

@@ -15,6 +15,10 @@ type Comp = (a: number, b: number) => boolean;
 
 const descending: Comp = (a, b) => (Number.isNaN(a) && !Number.isNaN(b)) || a > b;
 const ascending: Comp = (a, b) => (!Number.isNaN(a) && Number.isNaN(b)) || a < b;
+// The same on magnitudes: a float32's |x| is exact, so comparing |a|, |b| of the values orders them as torch orders
+// a tensor of their magnitudes.
+const descendingMagnitude: Comp = (a, b) => descending(Math.abs(a), Math.abs(b));
+const ascendingMagnitude: Comp = (a, b) => ascending(Math.abs(a), Math.abs(b));
 
 const THRESHOLD = 16;
 
@@ -150,27 +154,42 @@ class PairSorter {
 }
 
 /**
- * Entries of `values` (float32 keys) whose position after torch's unstable sort (`descending` or not) is in
- * [from, to): a mask of 1s and 0s by original index. `values` is reordered (pass a copy to keep it).
+ * Keep, in place, the entries of `values` whose position after torch's unstable sort of their magnitudes
+ * (`descending` or not) is in [from, to); zero the others. Without a copy of the magnitudes or a mask: the values are sorted with their indices (the comparisons read only
+ * magnitudes, so the moves are torch's), the ones outside the range zeroed, and the permutation undone in place by
+ * following its cycles. Memory: 4 bytes per entry (the indices) while it runs.
  */
-export function sortedPositionMask(
-  values: Float32Array,
-  descendingOrder: boolean,
-  from: number,
-  to: number,
-): Uint8Array {
+export function keepSortedMagnitudes(values: Float32Array, descendingOrder: boolean, from: number, to: number): void {
   const n = values.length;
-  const mask = new Uint8Array(n);
-  if (from >= to) return mask;
+  if (from >= to) {
+    values.fill(0);
+    return;
+  }
   const v = values;
   const ix = new Int32Array(n);
   for (let i = 0; i < n; i++) ix[i] = i;
-  const sorter = new PairSorter(v, ix, descendingOrder ? descending : ascending);
+  const sorter = new PairSorter(v, ix, descendingOrder ? descendingMagnitude : ascendingMagnitude);
   const boundaries = [from, to].filter((b) => b > 0 && b < n);
   const cuts = (first: number, last: number) => boundaries.some((b) => first < b && b < last);
   if (n > 1) sorter.introsort(0, n, 2 * Math.floor(Math.log2(n)), cuts);
-  for (let p = from; p < to; p++) mask[ix[p]!] = 1;
-  return mask;
+  v.fill(0, 0, Math.max(0, from));
+  v.fill(0, Math.min(n, to));
+  // Scatter v[p] to index ix[p] along each cycle of the permutation; a visited position's index is stored as ~index.
+  for (let start = 0; start < n; start++) {
+    let dest = ix[start]!;
+    if (dest < 0) continue;
+    let carried = v[start]!;
+    ix[start] = ~dest;
+    while (dest !== start) {
+      const next = ix[dest]!;
+      const displaced = v[dest]!;
+      ix[dest] = ~next;
+      v[dest] = carried;
+      carried = displaced;
+      dest = next;
+    }
+    v[start] = carried;
+  }
 }
 
 /** torch's full unstable argsort of `values` (for tests: every position replayed). */
