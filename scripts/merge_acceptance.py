@@ -190,8 +190,8 @@ def configs(rng, info):
     out["passthrough"] = {"merge_method": "passthrough", "slices": slices}
     for name, cfg in out.items():
         cfg.update(dtypes(rng, info["dtype"]))
-        if rng.random() < 0.5 and "base_model" in cfg:
-            cfg["tokenizer_source"] = "base"
+        if rng.random() < 0.5 and cfg.get("base_model") == "base":
+            cfg["tokenizer_source"] = "base"  # mergekit fails on a base without tokenizer files
     return out
 
 
@@ -314,6 +314,11 @@ def merges(rng, root, info, results, only):
                 d, m = logits(ours, tensors_of(mk), base_vocab(root))
                 case["logits"] = [d, m]
                 bound = 1e-3 * max(1.0, m)
+                if isinstance(mode, int):
+                    # A norm or an angle one unit of the dtype apart moves many entries by a unit: logits within
+                    # two units of the output dtype, relatively.
+                    out = cfg.get("out_dtype") or cfg.get("dtype") or info["dtype"]
+                    bound = max(1e-3, 2 * {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}[out]) * max(1.0, m)
                 if mode == "stats":
                     # Other random drops than mergekit's: our logits are as far from its model's as those of
                     # mergekit's model with another seed.
