@@ -444,6 +444,28 @@ describe("inspect fits a screen; --metadata and --tensors show the rest", () => 
     assert.match(run.stdout, /\nevery shard's metadata \(1 key\):\n/);
     assert.match(run.stdout, /\ntotal +4 +6,400 +25,600\n$/);
   });
+
+  test("the other summaries count the same way: '1 metadata key differs', '1 file', '3 shards', '5,272 bytes'", async () => {
+    const a = path.join(tmp, "count-a.safetensors");
+    const b = path.join(tmp, "count-b.safetensors");
+    const x = new Tensor("F32", [2], new Uint8Array(8));
+    saveFile(a, { x }, { format: "pt" });
+    saveFile(b, { x }, { format: "np" });
+    const diff = await cli("diff", a, b);
+    assert.equal(diff.code, 1, diff.stderr);
+    assert.match(diff.stdout, /\ndiffer: 1 same, 1 metadata key differs\n$/);
+    const manifest = await cli("manifest", "create", a, "-o", path.join(tmp, "count.manifest.json"));
+    assert.match(manifest.stdout, /^wrote .*count\.manifest\.json \(1 file, 1 tensor\)\n$/);
+    const bins = path.join(import.meta.dirname, "fixtures", "pickle-dirs", "sharded");
+    const convert = await cli("convert", bins, path.join(tmp, "count-converted"));
+    assert.equal(convert.code, 0, convert.stderr);
+    assert.match(convert.stdout, /: 3 shards, 20 tensors, 13,536 bytes, index model\.safetensors\.index\.json\n/);
+    assert.match(
+      convert.stdout,
+      /\n {2}pytorch_model-00001-of-00003\.bin -> model-00001-of-00003\.safetensors: 6 tensors, 5,272 bytes\n/,
+    );
+    assert.doesNotMatch(`${diff.stdout}${manifest.stdout}${convert.stdout}`, /\(s\)|\b1 (files|tensors|keys)\b/);
+  });
 });
 
 test("the kohya LoRA of the corpus: a screen by default, its tag counts readable with --metadata", {

@@ -1,4 +1,5 @@
 /** `safetensors convert IN OUT`: a PyTorch checkpoint to safetensors, without executing it. */
+
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
@@ -9,6 +10,7 @@ import {
   type DirectoryConversionReport,
   isPickleDirectoryTarget,
 } from "../pickle/node-pickle-dir.js";
+import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 
@@ -31,7 +33,9 @@ function text(input: string, output: string, r: ConversionReport): string {
   const where = r.key.length
     ? ` from entry ${JSON.stringify(r.key.join("."))}${r.keyFound === "automatic" ? " (found automatically)" : ""}`
     : "";
-  const lines = [`${input} -> ${output}: ${r.tensors.length} tensors, ${r.bytesWritten} bytes${where}`];
+  const lines = [
+    `${input} -> ${output}: ${plural(r.tensors.length, "tensor")}, ${plural(r.bytesWritten, "byte")}${where}`,
+  ];
   for (const [removed, kept] of r.aliases) lines.push(`  tied: ${removed} = ${kept} (written once)`);
   for (const e of r.nonTensors) lines.push(`  not a tensor: ${e.name} (${e.type})`);
   for (const d of r.dropped) lines.push(`  dropped (not allowlisted): ${d.name} built from ${d.globals.join(", ")}`);
@@ -94,7 +98,7 @@ function reportJson(input: string, output: string, report: ConversionReport) {
 
 function directoryText(r: DirectoryConversionReport): string {
   const tensors = r.shards.reduce((n, s) => n + s.report.tensors.length, 0);
-  const head = `${r.input} -> ${r.output}: ${r.shards.length} shard(s), ${tensors} tensors, ${r.bytesWritten} bytes${r.outputIndex ? `, index ${path.basename(r.outputIndex)}` : ""}`;
+  const head = `${r.input} -> ${r.output}: ${plural(r.shards.length, "shard")}, ${plural(tensors, "tensor")}, ${plural(r.bytesWritten, "byte")}${r.outputIndex ? `, index ${path.basename(r.outputIndex)}` : ""}`;
   const lines = [head];
   for (const s of r.shards) {
     const shard = text(path.basename(s.input), path.basename(s.output), s.report).trimEnd();
@@ -157,7 +161,7 @@ function convert(
     io.stdout(
       values.json
         ? `${JSON.stringify(summary)}\n`
-        : `${input} -> ${output}: torch zip checkpoint, ${back.tensors} tensors${back.aliases.size ? ` (+${back.aliases.size} tied)` : ""}, ${back.bytesWritten} bytes\n`,
+        : `${input} -> ${output}: torch zip checkpoint, ${plural(back.tensors, "tensor")}${back.aliases.size ? ` (+${back.aliases.size} tied)` : ""}, ${plural(back.bytesWritten, "byte")}\n`,
     );
     return 0;
   }

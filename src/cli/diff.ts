@@ -2,6 +2,7 @@
 import { isSafetensorError } from "../format/errors.js";
 import { type CheckpointDiff, diffCheckpoints, type TensorDiff, type TensorSide } from "../integrity/diff.js";
 import { explainInputError } from "../read/node-input.js";
+import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 
@@ -42,7 +43,7 @@ function text(result: CheckpointDiff): string {
   const counts = new Map<string, number>();
   for (const t of result.tensors) counts.set(t.status, (counts.get(t.status) ?? 0) + 1);
   const parts = [...counts].map(([status, n]) => `${n} ${status.replace("_", " ")}`);
-  out += `${result.same ? "same" : "differ"}: ${parts.join(", ") || "no tensors"}${result.metadata.length ? `, ${result.metadata.length} metadata keys differ` : ""}\n`;
+  out += `${result.same ? "same" : "differ"}: ${parts.join(", ") || "no tensors"}${result.metadata.length ? `, ${plural(result.metadata.length, "metadata key")} ${result.metadata.length === 1 ? "differs" : "differ"}` : ""}\n`;
   return out;
 }
 

@@ -1,5 +1,7 @@
 /** `safetensors from-gguf IN.gguf OUTDIR`: a GGUF file back to a safetensors checkpoint with config.json. */
+
 import { FROM_GGUF_DTYPES, type FromGgufDtype, fromGguf } from "../gguf/node-from-gguf.js";
+import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { ProgressBar } from "./rewrite.js";
@@ -42,7 +44,7 @@ chunks; the files are written atomically.`,
           `${JSON.stringify({ files: result.files, tensors: result.tensors, skipped: result.skipped, seconds })}\n`,
         );
       } else {
-        io.stdout(`${input} -> ${result.files.join(", ")}: ${result.tensors} tensors\n`);
+        io.stdout(`${input} -> ${result.files.join(", ")}: ${plural(result.tensors, "tensor")}\n`);
         if (result.skipped.length > 0)
           io.stdout(`  left out (no checkpoint counterpart): ${result.skipped.join(", ")}\n`);
       }

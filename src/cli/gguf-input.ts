@@ -2,12 +2,14 @@
  * What inspect, validate and hash do with a GGUF file (local or URL): the GGUF header read and checked by
  * src/gguf (one request for a remote header where it fits), shown as a summary, a verdict or digests.
  */
+
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import type { AsyncGgufFile } from "../gguf/file.js";
 import { openGguf } from "../gguf/node-gguf.js";
 import { summarizeGguf } from "../gguf/summary.js";
 import { ggufAsSafetensorsHeader } from "../gguf/view-header.js";
+import { plural } from "../view/inspect-format.js";
 import type { ServedTarget } from "../view/node-server.js";
 import { summarizeFile } from "../view/summary.js";
 import type { Io } from "./io.js";
@@ -56,14 +58,15 @@ export function inspectGguf(input: string, json: boolean, io: Io): Promise<numbe
     }
     const lines = [
       `${input}: GGUF version ${s.version}, ${s.architecture ?? "no architecture"}${s.name ? ` (${s.name})` : ""}`,
-      `  ${count(s.fileSize)} bytes, data at ${s.dataOffset} (alignment ${s.alignment}), ${s.metadata.length} metadata keys, ${s.tensors.length} tensors`,
+      `  ${count(s.fileSize)} bytes, data at ${s.dataOffset} (alignment ${s.alignment}), ${plural(s.metadata.length, "metadata key")}, ${plural(s.tensors.length, "tensor")}`,
       "metadata:",
       ...s.metadata.map((m) => `  ${m.key} (${m.type}) = ${short(m.value)}`),
       "tensors:",
       ...s.tensors.map((t) => `  ${t.name}  ${t.type}  [${t.dims.join(", ")}]  @${t.offset}  ${count(t.bytes)} bytes`),
       "totals:",
       ...Object.entries(s.byType).map(
-        ([type, e]) => `  ${type}: ${e.tensors} tensors, ${count(e.parameters)} parameters, ${count(e.bytes)} bytes`,
+        ([type, e]) =>
+          `  ${type}: ${plural(e.tensors, "tensor")}, ${plural(e.parameters, "parameter")}, ${plural(e.bytes, "byte")}`,
       ),
       `  parameters: ${count(s.parameters)}`,
     ];

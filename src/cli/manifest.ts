@@ -1,4 +1,5 @@
 /** `safetensors manifest create|sign|verify`: integrity manifests and their signatures, Sigstore bundles (src/integrity). */
+
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
@@ -12,6 +13,7 @@ import {
 } from "../integrity/manifest.js";
 import { type Manifest, parseManifest } from "../integrity/manifest-format.js";
 import { writeAllAt, writeFileAtomic } from "../io/node-write.js";
+import { group, plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import type { Io } from "./io.js";
@@ -63,7 +65,7 @@ function printReport(io: Io, report: VerifyReport, signed: boolean, json: boolea
     io.stdout(
       report.ok
         ? `ok: ${report.files.length} file${report.files.length === 1 ? "" : "s"} match${signed ? ", signature verified" : ""}\n`
-        : `FAILED: ${report.files.length - tensors} of ${report.files.length} files differ from the manifest\n`,
+        : `FAILED: ${group(report.files.length - tensors)} of ${plural(report.files.length, "file")} ${report.files.length - tensors === 1 ? "differs" : "differ"} from the manifest\n`,
     );
   }
   return report.ok ? 0 : 1;
@@ -108,7 +110,7 @@ Exit status 0 when everything matches, 1 otherwise.`,
       const manifest = createManifest(args[0]!);
       writeText(out, `${JSON.stringify(manifest, null, 1)}\n`);
       const tensors = manifest.files.reduce((n, f) => n + (f.tensors?.length ?? 0), 0);
-      io.stdout(`wrote ${out} (${manifest.files.length} files, ${tensors} tensors)\n`);
+      io.stdout(`wrote ${out} (${plural(manifest.files.length, "file")}, ${plural(tensors, "tensor")})\n`);
       return 0;
     }
     if (action === "sign") {

@@ -1,7 +1,9 @@
 /** `safetensors patch create|apply|info`: delta patches between two versions of a file (src/integrity/patch-*.ts). */
+
 import { applyPatch, readPatchPlan } from "../integrity/patch-apply.js";
 import { createPatch } from "../integrity/patch-create.js";
 import { PATCH_VERSION, type PatchPlan } from "../integrity/patch-format.js";
+import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import type { Io } from "./io.js";
@@ -91,8 +93,11 @@ Exit status 0 on success, 1 when refused or on invalid input.`,
       const result = applyPatch(args[0]!, args[1]!, args[2]!, { fsync: values.fsync });
       if (values.json) report(io, true, result.plan, { file: args[2] });
       else if (result.plan.version === PATCH_VERSION)
-        io.stdout(`wrote ${args[2]} (${result.size} bytes, sha256 ${result.sha256}, verified)\n`);
-      else io.stdout(`wrote ${args[2]} (${result.files.length} files, ${result.size} bytes, each verified)\n`);
+        io.stdout(`wrote ${args[2]} (${plural(result.size, "byte")}, sha256 ${result.sha256}, verified)\n`);
+      else
+        io.stdout(
+          `wrote ${args[2]} (${plural(result.files.length, "file")}, ${plural(result.size, "byte")}, each verified)\n`,
+        );
       return 0;
     }
     if (action === "info") {

@@ -1,7 +1,9 @@
 /** `safetensors to-gguf MODEL OUT.gguf --type T`: a Hugging Face model folder to a GGUF file for llama.cpp. */
+
 import { SafetensorError } from "../format/errors.js";
 import { toGguf } from "../gguf/node-convert.js";
 import { OUTPUT_TYPES, type OutputType } from "../gguf/plan.js";
+import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { ProgressBar } from "./rewrite.js";
@@ -67,7 +69,7 @@ is a terminal.`,
       if (values.json) io.stdout(`${JSON.stringify({ ...result, type: result.type.toLowerCase(), seconds })}\n`);
       else {
         io.stdout(
-          `${model} -> ${out}: ${result.architecture}, ${result.tensors} tensors, ${result.parameters} parameters, ${result.type.toLowerCase()}, ${result.bytes} bytes\n`,
+          `${model} -> ${out}: ${result.architecture}, ${plural(result.tensors, "tensor")}, ${plural(result.parameters, "parameter")}, ${result.type.toLowerCase()}, ${plural(result.bytes, "byte")}\n`,
         );
       }
       return 0;
