@@ -204,6 +204,25 @@ describe("user docs: shell examples", () => {
   });
 });
 
+describe("user docs: every command", () => {
+  test("the README's command list and docs/cli.md's task table name every command the CLI has", async () => {
+    const { COMMANDS } = await import("../src/cli/commands.js");
+    const named = (text: string) => new Set([...text.matchAll(/`([a-z][a-z-]*)`/g)].map((m) => m[1]!));
+    const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
+    const list = readme.slice(readme.indexOf("Every command:"), readme.indexOf("safetensors --help` says"));
+    const cli = readFileSync(join(repoRoot, "docs", "cli.md"), "utf8");
+    const table = cli.slice(cli.indexOf("## Tasks and their guides"), cli.indexOf("## Conventions"));
+    for (const [where, text] of [
+      ["README.md's command list", list],
+      ["docs/cli.md's task table", table],
+    ] as const) {
+      assert.ok(text.length > 0, `${where} is not there`);
+      const missing = COMMANDS.map((c) => c.name).filter((name) => !named(text).has(name));
+      assert.deepEqual(missing, [], `${where} leaves out: ${missing.join(", ")}`);
+    }
+  });
+});
+
 describe("user docs: error codes", () => {
   test("every SafetensorErrorCode has a row in docs/errors.md", () => {
     const source = readFileSync(join(repoRoot, "src", "format", "errors.ts"), "utf8");
