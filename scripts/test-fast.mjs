@@ -48,6 +48,7 @@ const SLOW = {
   "lora.test.ts": "transformers' logits in Python",
   "gguf-unseen.test.ts": "fresh models made by transformers in Python, read by gguf-py, run by llama.cpp",
   "api-docs.test.ts": "TypeDoc over the whole public API (~13 s of CPU)",
+  "docs-tasks.test.ts": "five scripts written from the docs, each a process, and a tsc run over them",
 };
 
 const files = readdirSync("test")
