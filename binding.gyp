@@ -45,6 +45,7 @@
       "target_name": "safetensors_copy",
       "sources": [
         "native/copy.c",
+        "native/copy_args.c",
         "native/direct_write.c",
         "native/gguf_q8.c"
       ],

@@ -31,7 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "copy.h"
+#include "copy_args.h"
+#include "direct_write.h"
 
 /* Offset and memory alignment of every direct write: a page, which every Linux block device accepts. */
 #define ALIGN ((uint64_t)4096)

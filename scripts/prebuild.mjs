@@ -41,7 +41,7 @@ const NAPI_TARGETS = [
   {
     name: "safetensors_copy",
     folder: "safetensors_copy",
-    sources: ["copy.c", "direct_write.c", "gguf_q8.c"],
+    sources: ["copy.c", "copy_args.c", "direct_write.c", "gguf_q8.c"],
     // gguf_q8.c's float32 steps must not be fused into FMAs (bit-exact with gguf-py's quantizer).
     flags: ["-ffp-contract=off"],
   },

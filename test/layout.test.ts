@@ -1,5 +1,6 @@
 /**
- * The shape of the house, checked on the import graph of src/ (docs/ARCHITECTURE.md draws it):
+ * The shape of the house, checked on the import graph of src/ and the C modules of native/ (docs/ARCHITECTURE.md
+ * draws it):
  * - no import cycles, between files or between folders;
  * - layers: a file imports only from its own folder or from folders of a lower layer (LAYERS below);
  * - purity: the core entry point (src/index.ts) reaches nothing from Node and no package; pure folders and the pure
@@ -277,4 +278,65 @@ test("pure modules of mixed folders import nothing from Node", () => {
     assert.ok(graph.has(file), `${file} is listed in PURE but does not exist`);
     assertPure(file, { packages: true });
   }
+});
+
+/**
+ * The C of native/ as modules: `journal` is journal.c (or .cc) with journal.h. A module depends on another when it
+ * includes its header or calls a function the other defines (a prototype written by hand in a .c file is an arrow
+ * as real as an #include: that is how journal.c and safetensors_native.c once called each other).
+ */
+export function nativeGraph(files: ReadonlyMap<string, string>): Graph {
+  const moduleOf = (file: string) => file.replace(/\.(c|cc|h)$/, "");
+  const strip = (source: string) => source.replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*/g, "");
+  const defined = new Map<string, string>(); // function name -> module defining it (not static)
+  const DEFINITION = /^(?!static\b|typedef\b|extern\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*\{/gm;
+  for (const [file, source] of files) {
+    if (file.endsWith(".h")) continue;
+    for (const m of strip(source).matchAll(DEFINITION)) defined.set(m[1]!, moduleOf(file));
+  }
+  const graph: Graph = new Map();
+  for (const [file, source] of files) {
+    const from = moduleOf(file);
+    const targets = graph.get(from) ?? [];
+    graph.set(from, targets);
+    const code = strip(source);
+    const add = (to: string | undefined) => {
+      if (to !== undefined && to !== from && !targets.includes(to)) targets.push(to);
+    };
+    for (const m of code.matchAll(/#include\s+"([^"]+)\.h"/g)) add(m[1]);
+    for (const m of code.matchAll(/\b([A-Za-z_]\w*)\s*\(/g)) add(defined.get(m[1]!));
+  }
+  return graph;
+}
+
+function nativeSources(): Map<string, string> {
+  const dir = path.join(repoRoot, "native");
+  return new Map(
+    fs
+      .readdirSync(dir)
+      .filter((name) => /\.(c|cc|h)$/.test(name))
+      .map((name) => [name, fs.readFileSync(path.join(dir, name), "utf8")]),
+  );
+}
+
+test("the C check finds an include cycle and a call cycle through a hand-written prototype", () => {
+  const fake = new Map([
+    ["a.c", '#include "b.h"\nint a_run(void) {\n  return b_run();\n}\n'],
+    ["b.h", "int b_run(void);\n"],
+    [
+      "b.c",
+      "int a_run(void); /* by hand */\nint b_run(void) {\n  return a_run();\n}\nstatic int own(void) {\n  return 0;\n}\n",
+    ],
+    ["c.c", '#include "b.h"\nvoid c_go(void) {\n  b_run();\n}\n'],
+  ]);
+  const fakeGraph = nativeGraph(fake);
+  assert.deepEqual(fakeGraph.get("c"), ["b"]);
+  assert.deepEqual(cycles(fakeGraph), [["a", "b"]]);
+  const real = nativeGraph(nativeSources());
+  assert.ok(real.size >= 8, `only ${real.size} C modules found in native/`);
+  assert.ok(real.get("safetensors_native")?.includes("journal"), "the main module's calls into journal are not seen");
+});
+
+test("no cycles between the C modules of native/ (includes and calls)", () => {
+  assert.deepEqual(cycles(nativeGraph(nativeSources())), []);
 });
