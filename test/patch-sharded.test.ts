@@ -207,7 +207,7 @@ describe("sharded patches", () => {
     const out = fresh("-out");
     const applied = await cli("patch", "apply", oldDir, p, out);
     assert.equal(applied.code, 0, applied.stderr);
-    assert.match(applied.stdout, /^wrote .* \(5 files, \d+ bytes, each verified\)\n$/);
+    assert.match(applied.stdout, /^wrote .* \(5 files, [\d,]+ bytes, each verified\)\n$/);
     assertSameDir(out, newDir);
     const refused = await cli("patch", "apply", newDir, p, fresh("-out"));
     assert.equal(refused.code, 1);
