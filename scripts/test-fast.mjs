@@ -49,6 +49,14 @@ const SLOW = {
   "gguf-unseen.test.ts": "fresh models made by transformers in Python, read by gguf-py, run by llama.cpp",
   "api-docs.test.ts": "TypeDoc over the whole public API (~13 s of CPU)",
   "docs-tasks.test.ts": "five scripts written from the docs, each a process, and a tsc run over them",
+  "gguf-convert.test.ts": "GGUF conversions of the fixture models, every quantization (~17 s)",
+  "kohya.test.ts": "kohya LoRA bakes checked against their fixtures (~11 s)",
+  "get-npy.test.ts": "numpy in Python",
+  "runtimes.test.ts": "Bun and Deno processes",
+  "gpu-acceptance.test.ts": "headless Chromium",
+  "gpu-browser.test.ts": "headless Chromium",
+  "gpu-cache.test.ts": "headless Chromium",
+  "gpu-example.test.ts": "headless Chromium",
 };
 
 const files = readdirSync("test")
