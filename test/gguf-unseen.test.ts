@@ -24,7 +24,7 @@ import { fromGguf } from "../src/gguf/node-from-gguf.js";
 import type { OutputType } from "../src/gguf/plan.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { greedyTokens, llamaCppMissing, loadLlamaCpp } from "./helpers/llama-cpp.js";
-import { referencePython } from "./helpers/reference.js";
+import { referenceMissingReason, referencePython } from "./helpers/reference.js";
 
 const SEED = Number(process.env.SAFETENSORS_GGUF_SEED ?? 7001);
 const CONVERTER = process.env.SAFETENSORS_LLAMA_CPP_CONVERTER;
@@ -32,7 +32,7 @@ const CONVERTER = process.env.SAFETENSORS_LLAMA_CPP_CONVERTER;
 /** The reference python when it can make and read the models (transformers, tokenizers, torch, gguf-py). */
 function modelPython(): { python: string | null; why: string } {
   const ref = referencePython();
-  if (ref === null) return { python: null, why: "the reference venv (.venv-ref, made by .ci/run) is absent" };
+  if (ref === null) return { python: null, why: referenceMissingReason() };
   const probe = spawnSync(ref.python, ["-c", "import transformers, tokenizers, torch, gguf"], { encoding: "utf8" });
   if (probe.status !== 0) {
     const last = (probe.stderr || "").trim().split("\n").pop();
