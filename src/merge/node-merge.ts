@@ -4,8 +4,8 @@
  * from ranged reads of its inputs and written through the streaming writer into staged shards, which one commit puts
  * in place with the index, config.json and tokenizer files (old directory or new, never a mix: `shards/save-commit`).
  */
+import { createRequire } from "node:module";
 import * as path from "node:path";
-import { parse as parseYaml } from "yaml";
 import { SafetensorError } from "../format/errors.js";
 import type { NodeOpenOptions } from "../read/node-async.js";
 import { type MergeConfig, parseMergeConfig } from "./config.js";
@@ -58,11 +58,22 @@ export interface MergeSummary {
   models: { location: string; tensorsRead: number }[];
 }
 
+/**
+ * The YAML parser, loaded on the first config parsed: `yaml` is ~100 CommonJS modules, and loading them at import was
+ * most of what `import("safetensors-ts")` cost (a fresh process, CPU medians of 20 runs: 131 ms with it against 69 ms
+ * for bare `node`; see bench/RESULTS.md's import figure).
+ */
+let yaml: typeof import("yaml") | undefined;
+function parseYaml(text: string): unknown {
+  yaml ??= createRequire(import.meta.url)("yaml") as typeof import("yaml");
+  return yaml.parse(text, { maxAliasCount: 100 });
+}
+
 /** Parse mergekit's YAML (refused by name when it asks for what is not supported). Nothing is read. */
 export function parseMergeYaml(text: string): MergeConfig {
   let parsed: unknown;
   try {
-    parsed = parseYaml(text, { maxAliasCount: 100 });
+    parsed = parseYaml(text);
   } catch (error) {
     throw new SafetensorError("InvalidMergeConfig", `the config is not valid YAML: ${(error as Error).message}`);
   }
