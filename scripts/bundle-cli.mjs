@@ -14,8 +14,13 @@ const minify = !process.argv.includes("--no-minify");
 // esbuild adds to its outdir: chunks of earlier builds (new hashes each time) would pile up and ship.
 rmSync("dist/bundle", { recursive: true, force: true });
 await build({
-  // gguf-worker: to-gguf's quantizing worker thread, found beside the chunk that starts it (src/gguf/node-pool.ts).
-  entryPoints: { cli: "dist/cli/main.js", "gguf-worker": "dist/gguf/node-quant-worker.js" },
+  // The worker threads (to-gguf's quantizing workers, merge's chunk workers), found beside the chunk that starts them
+  // (src/gguf/node-pool.ts, src/merge/node-pool.ts).
+  entryPoints: {
+    cli: "dist/cli/main.js",
+    "gguf-worker": "dist/gguf/node-quant-worker.js",
+    "merge-worker": "dist/merge/node-worker.js",
+  },
   outdir: "dist/bundle",
   bundle: true,
   splitting: true,

@@ -14,7 +14,14 @@ const minify = !process.argv.includes("--no-minify");
 // esbuild adds to its outdir: chunks of earlier builds (new hashes each time) would pile up and ship.
 rmSync("dist/lib", { recursive: true, force: true });
 await build({
-  entryPoints: { node: "dist/node.js", index: "dist/index.js" },
+  // The worker threads' modules, found beside the chunk that starts them (src/merge/node-pool.ts,
+  // src/gguf/node-pool.ts): the package ships these bundles, not the compiled modules they are made from.
+  entryPoints: {
+    node: "dist/node.js",
+    index: "dist/index.js",
+    "merge-worker": "dist/merge/node-worker.js",
+    "gguf-worker": "dist/gguf/node-quant-worker.js",
+  },
   outdir: "dist/lib",
   bundle: true,
   splitting: true,

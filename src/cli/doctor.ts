@@ -1,4 +1,5 @@
 import { nativeStatus, type WindowsStatus } from "../io/native.js";
+import { copyAddonStatus } from "../io/node-copy.js";
 import { defineCommand } from "./command.js";
 
 const ORIGIN = { prebuild: "prebuilt binary shipped in the package", build: "built from source" } as const;
@@ -19,11 +20,13 @@ function windowsLine(windows: WindowsStatus): string {
 /** What `safetensors doctor` prints: the runtime and which read backends are available. */
 export function backendReport(): string {
   const native = nativeStatus();
+  const copy = copyAddonStatus();
   const lines = [
     `${runtimeName()} (${process.platform}-${process.arch})`,
     `native addon: ${native.available ? `loaded from ${native.path} (${ORIGIN[native.origin ?? "build"]})` : `not available (${native.reason})`}`,
     ...(native.available ? (native.skipped ?? []).map((line) => `  passed over: ${line}`) : []),
     ...(native.windows === undefined ? [] : [`mapped views: ${windowsLine(native.windows)}`]),
+    `copy addon: ${copy.available ? `loaded from ${copy.path} (${ORIGIN[copy.origin]}): copies stay in the kernel (copy_file_range) or bypass the page cache` : `not available (${copy.reason}): copies read and write through a buffer`}`,
     `backends: pread${native.available ? ", mmap" : ""}`,
     `default backend (auto): ${native.available ? "mmap" : "pread"}`,
   ];

@@ -36,15 +36,37 @@ const PACKAGE_ROOT = new URL("../../", import.meta.url);
 
 let addon: CopyAddon | null | undefined;
 
+/** Where the copy addon came from, or why it did not load (`safetensors doctor`). */
+export type CopyAddonStatus =
+  | { available: true; path: string; origin: "prebuild" | "build" }
+  | { available: false; reason: string };
+let status: CopyAddonStatus | undefined;
+
 function loadCopyAddon(): CopyAddon | null {
   if (addon !== undefined) return addon;
   addon = null;
-  if (/^(1|true|yes|on)$/i.test((process.env.SAFETENSORS_NO_NATIVE ?? "").trim()) || runtimeRefusal()) return addon;
+  const refusal = /^(1|true|yes|on)$/i.test((process.env.SAFETENSORS_NO_NATIVE ?? "").trim())
+    ? "SAFETENSORS_NO_NATIVE is set"
+    : runtimeRefusal();
+  if (refusal) {
+    status = { available: false, reason: refusal };
+    return addon;
+  }
   // The prebuilt binary in the package, else a build from source; neither (no compiler at install time, or not
   // loadable here): the JS copy below does the same work.
-  const { candidates } = addonCandidates(fileURLToPath(PACKAGE_ROOT), "safetensors_copy");
-  addon = loadFirst<CopyAddon>(candidates, { copyRange: "function" }).addon;
+  const { candidates, rejected } = addonCandidates(fileURLToPath(PACKAGE_ROOT), "safetensors_copy");
+  const load = loadFirst<CopyAddon>(candidates, { copyRange: "function" });
+  addon = load.addon;
+  status = load.loaded
+    ? { available: true, path: load.loaded.path, origin: load.loaded.origin }
+    : { available: false, reason: [...rejected, ...load.rejected].join("; ") };
   return addon;
+}
+
+/** Loads the copy addon if it has not been (it loads on the first copy otherwise) and says how that went. */
+export function copyAddonStatus(): CopyAddonStatus {
+  loadCopyAddon();
+  return status!;
 }
 
 /**

@@ -13,9 +13,9 @@ import type { BakeBlock } from "./lora.js";
 /** At most this many worker threads by default (and never more than the CPUs). */
 export const DEFAULT_MAX_THREADS = 4;
 
-/** The worker's module: beside this one (built or run from sources), or in dist/merge/ when this runs bundled. */
+/** The worker's module: bundled beside this chunk (dist/lib, dist/bundle), or beside this module (built or sources). */
 function workerFile(): string {
-  for (const candidate of ["./node-worker.js", "./node-worker.ts", "../merge/node-worker.js"]) {
+  for (const candidate of ["./merge-worker.js", "./node-worker.js", "./node-worker.ts"]) {
     const file = fileURLToPath(new URL(candidate, import.meta.url));
     if (fs.existsSync(file)) return file;
   }
