@@ -14,7 +14,7 @@ import { FIGURES } from "./figures/index.js";
 import { acceptance } from "./harness/acceptance.js";
 import { STRIPPED_ENV } from "./harness/child.js";
 import { prepareFiles } from "./harness/files.js";
-import { fmtMib, fmtMs } from "./harness/format.js";
+import { fmtMib, fmtMs, markdownTable, textTable } from "./harness/format.js";
 import { historyRun, readHistory, writeHistory } from "./harness/history.js";
 import { runHostile } from "./harness/hostile.js";
 import { detectReference, machineInfo } from "./harness/machine.js";
@@ -62,31 +62,51 @@ function ensurePrebuilds(): boolean {
   return true;
 }
 
-/** Per figure and Node: our auto row and the no-addon row beside the reference, and the goal's verdict. */
-function perNodeTable(perNode: readonly { version: string; results: FigureResult[] }[]): string {
-  const lines = ["figure                 node      ours (auto)          no addon    reference   ratio  goal"];
+/**
+ * Per figure and Node: our auto row and the no-addon row beside the reference and, where the figure has one, the
+ * plain-read limit (`cat`, the anchor of the no-addon row: within 1.5x of it is the no-addon goal), with the verdicts.
+ */
+function perNodeRows(perNode: readonly { version: string; results: FigureResult[] }[]): string[][] {
+  const rows = [
+    [
+      "figure",
+      "node",
+      "ours (auto)",
+      "RSS MiB",
+      "reference",
+      "ref / ours",
+      "goal (auto)",
+      "no addon",
+      "cat (plain reads)",
+      "no addon / cat",
+    ],
+  ];
   for (const { version, results } of perNode) {
     const checks = acceptance(results);
     for (const r of results) {
       const auto = r.ours.auto;
       const bare = r.ours["pread-no-addon"];
+      const cat = r.extras.cat;
       const ref = r.reference;
+      const ms = (s: typeof auto) => (s?.status === "ok" ? `${fmtMs(s.medianMs)} ms` : "—");
       const x = auto?.medianMs && ref.medianMs ? ref.medianMs / auto.medianMs : null;
+      const overCat = bare?.medianMs && cat?.medianMs ? bare.medianMs / cat.medianMs : null;
       const check = checks.find((c) => c.figure === r.figure.name);
-      lines.push(
-        [
-          r.figure.name.padEnd(22),
-          version.padEnd(9),
-          `${fmtMs(auto?.medianMs)} ms, ${fmtMib(auto?.rssMedian)} MiB`.padEnd(20),
-          `${fmtMs(bare?.medianMs)} ms`.padEnd(11),
-          `${fmtMs(ref.medianMs)} ms`.padEnd(11),
-          (x === null ? "-" : `${x.toFixed(2)}x`).padEnd(6),
-          check ? `${check.status} ${check.goal}` : "-",
-        ].join(" "),
-      );
+      rows.push([
+        r.figure.name,
+        version,
+        ms(auto),
+        fmtMib(auto?.rssMedian),
+        ms(ref),
+        x === null ? "—" : `${x.toFixed(2)}×`,
+        check ? `${check.status === "FAIL" ? "**FAIL**" : check.status} ${check.goal}` : "—",
+        ms(bare),
+        ms(cat),
+        overCat === null ? "—" : `${overCat.toFixed(2)}×${overCat > 1.5 ? " **(> 1.5×)**" : ""}`,
+      ]);
     }
   }
-  return lines.join("\n");
+  return rows;
 }
 
 async function main(): Promise<number> {
@@ -196,9 +216,13 @@ async function main(): Promise<number> {
     notes,
   };
   console.log(`\n${textReport(run)}`);
-  if (perNode.length > 1) console.log(`\n${perNodeTable(perNode)}`);
+  const nodeRows = perNode.length > 1 || perNode[0]!.node !== process.execPath ? perNodeRows(perNode) : null;
+  if (nodeRows) console.log(`\n${textTable(nodeRows, 2)}`);
   if (options.results) {
-    fs.writeFileSync(options.results, markdownReport(run));
+    const perNodeSection = nodeRows
+      ? `\n## Per Node\n\nOur side on each Node (\`--node\`), the reference's figures beside it measured again with each Node's runs.\n\n${markdownTable(nodeRows, 2)}\n`
+      : "";
+    fs.writeFileSync(options.results, markdownReport(run) + perNodeSection);
     console.log(`\nWrote ${options.results}`);
     if (options.history) writeHistory(options.history, run.history);
   } else console.log("\nPartial run (--only): RESULTS.md not rewritten (pass --results PATH to write a report)");

@@ -1,6 +1,22 @@
 import { loadFileHasPopulate } from "./features.js";
 import { touchPages } from "./touch.js";
-import { defineFigure, Unavailable } from "./types.js";
+import { defineFigure, type PythonSide, Unavailable } from "./types.js";
+
+/**
+ * Plain reads of the whole file into nothing (coreutils cat: 128 KiB reads into one reused buffer, no page faults):
+ * the limit of a whole-file load without mmap, the anchor of the no-addon rows of load_all and load_views.
+ */
+export const CAT_FILE: PythonSide & { key: string } = {
+  key: "cat",
+  kind: "python",
+  label: "cat FILE > /dev/null",
+  code: `
+import subprocess
+
+def run(ctx, state):
+    subprocess.run(["cat", ctx["path"]], stdout=subprocess.DEVNULL, check=True)
+`,
+};
 
 /** All bytes resident and every 4 KiB page touched: a model loaded for inference. */
 export default defineFigure<void>({
@@ -37,18 +53,7 @@ def run(ctx, state):
 `,
   },
   referenceExtras: [
-    {
-      // Plain reads of the whole file into nothing: the limit of a copy without mmap (the no-addon row's anchor).
-      key: "cat",
-      kind: "python",
-      label: "cat FILE > /dev/null",
-      code: `
-import subprocess
-
-def run(ctx, state):
-    subprocess.run(["cat", ctx["path"]], stdout=subprocess.DEVNULL, check=True)
-`,
-    },
+    CAT_FILE,
     {
       key: "torch_load",
       kind: "python",
