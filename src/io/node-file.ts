@@ -33,8 +33,12 @@ export function openWithHead(path: string, journal = false): OpenedFile {
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile()) throw new SafetensorError("IoError", `${path} is not a regular file`);
-    const head = new Uint8Array(Math.min(HEAD_BYTES, stat.size));
-    preadInto(fd, head, 0);
+    const read = new Uint8Array(Math.min(HEAD_BYTES, stat.size));
+    preadInto(fd, read, 0);
+    // What the native call keeps, no more: tensor bytes past the header are read when asked for, so a file rewritten
+    // in place after the open reads the same with or without the addon.
+    const kept = headToKeep(read, read.length, stat.size);
+    const head = kept < read.length ? read.slice(0, kept) : read;
     return { fd, size: stat.size, head, headOpen: -1, dev: stat.dev, ino: stat.ino, journal: undefined };
   } catch (error) {
     fs.closeSync(fd);
