@@ -31,7 +31,13 @@ export const WEBGPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swif
  * The browser process (a process group leader: playwright starts it detached) whose profile is `profile`, or null.
  */
 export function browserPid(profile: string): number | null {
-  for (const entry of fs.readdirSync("/proc")) {
+  let pids: string[];
+  try {
+    pids = fs.readdirSync("/proc");
+  } catch {
+    return null; // no /proc (macOS): playwright's own exit handler is what remains
+  }
+  for (const entry of pids) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const cmd = fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
