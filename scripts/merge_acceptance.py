@@ -40,7 +40,9 @@ CLI = os.path.join(REPO, "bin", "safetensors.js")
 
 EXACT = {"linear", "task_arithmetic", "ties", "breadcrumbs", "breadcrumbs_ties", "passthrough"}
 STATS = {"dare_linear", "dare_ties", "della", "della_linear"}
-ULPS = {"slerp": 2, "nuslerp": 4, "model_stock": 2}
+# Units of the output dtype at the tensor's largest magnitude: a norm or a dot product summed in another order than
+# torch's can round the scalar the other way (Model Stock's cosines of short vectors, such as biases, by up to 3).
+ULPS = {"slerp": 2, "nuslerp": 4, "model_stock": 4}
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 MANTISSA = {torch.float32: 23, torch.bfloat16: 7, torch.float16: 10}
 
@@ -100,6 +102,9 @@ def make_models(rng, root):
                 bump = (torch.rand(p.shape, generator=g) < 0.05).float() * torch.randn(p.shape, generator=g) * scale
                 p.copy_((p.float() + noise + bump).to(p.dtype))
         save(ft, name)
+        # Fine-tunes ship their tokenizer: without one, mergekit's tokenizer_source path takes the base's
+        # embedding rows for every model (it finds the tokens in the base only).
+        fast.save_pretrained(os.path.join(root, name))
     return {"arch": arch, "layers": layers, "dtype": DTYPE_NAMES[dtype], "tied": common["tie_word_embeddings"],
             "shards": shard is not None, "hidden": heads * head_dim, "kv_heads": kv}
 

@@ -169,6 +169,25 @@ test("task vectors sparsified one after the other (a tensor over maxParallelSpar
   }
 });
 
+test("slices: config.json's layer_types follows the layers stacked (transformers checks its length)", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "merge-layer-types-"));
+  try {
+    for (const model of ["ft1", "ft2"]) {
+      fs.cpSync(path.join(FIXTURES, "models", model), path.join(dir, "models", model), { recursive: true });
+      const file = path.join(dir, "models", model, "config.json");
+      const config = JSON.parse(fs.readFileSync(file, "utf8"));
+      fs.writeFileSync(file, JSON.stringify({ ...config, layer_types: ["l0", "l1", "l2", "l3"] }));
+    }
+    const yaml = fs.readFileSync(path.join(FIXTURES, "configs", "passthrough_stack.yml"), "utf8");
+    await mergeModels(yaml, path.join(dir, "out"), { modelsDir: dir });
+    const config = JSON.parse(fs.readFileSync(path.join(dir, "out", "config.json"), "utf8"));
+    assert.equal(config.num_hidden_layers, 6);
+    assert.deepEqual(config.layer_types, ["l0", "l1", "l2", "l1", "l2", "l3"]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("a config asking for what is not supported is refused by name before any model is opened", async () => {
   const refused = async (yaml: string, code: string, pattern: RegExp) => {
     await assert.rejects(mergeModels(yaml, "/nonexistent/out", { modelsDir: "/nonexistent" }), (error: unknown) => {

@@ -119,10 +119,18 @@ async function writeMerge(
   }
   const outputs = plan.jobs.map((job) => ({ name: job.name, dtype: job.outDtype, shape: job.shape }));
   const copyTokenizer = config.tokenizerSource === "base" || (options.copyTokenizer ?? true);
+  const template = sources.get(plan.templateModel)!;
+  const changes: Record<string, unknown> = { num_hidden_layers: plan.numLayers };
+  // Per-layer lists (transformers checks that `layer_types` has num_hidden_layers entries): each output layer takes
+  // its source layer's entry.
+  const layerTypes = template.config?.layer_types;
+  if (Array.isArray(layerTypes) && layerTypes.length > 0) {
+    changes.layer_types = plan.sourceLayers.map((i) => layerTypes[Math.min(i, layerTypes.length - 1)]);
+  }
   const sideFiles = await sideFilesOf(
-    sources.get(plan.templateModel)!,
+    template,
     config.outDtype ?? config.dtype,
-    { num_hidden_layers: plan.numLayers },
+    changes,
     copyTokenizer ? TOKENIZER_FILES : [],
   );
   const tensorsRead = new Map<string, number>();

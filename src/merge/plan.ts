@@ -60,6 +60,11 @@ export interface MergePlan {
   readonly jobs: readonly TensorJob[];
   /** Layers of the output (for config.json's `num_hidden_layers`). */
   readonly numLayers: number;
+  /**
+   * For each output layer, the layer of its slice's first model it comes from (for per-layer config lists such as
+   * `layer_types`).
+   */
+  readonly sourceLayers: readonly number[];
   /** The model whose config.json and tokenizer files the output takes: the base, else the first model. */
   readonly templateModel: string;
 }
@@ -246,6 +251,7 @@ export function planMerge(config: MergeConfig, catalogs: ReadonlyMap<string, Mod
     );
 
   let outLayer = 0;
+  const sourceLayers: number[] = [];
   for (const slice of config.slices) {
     const sliceRanges = ranges(slice);
     const lengths = new Set(sliceRanges.map(([a, b]) => b - a));
@@ -264,6 +270,7 @@ export function planMerge(config: MergeConfig, catalogs: ReadonlyMap<string, Mod
         const inputNames = sliceRanges.map(([start]) => `${prefix}${start + i}${suffix}`);
         planTensor(`${prefix}${outLayer}${suffix}`, slice, inputNames, t);
       }
+      sourceLayers.push(sliceRanges[0]![0] + i);
       outLayer++;
     }
   }
@@ -274,7 +281,7 @@ export function planMerge(config: MergeConfig, catalogs: ReadonlyMap<string, Mod
       last.sources.map(() => name),
       0,
     );
-  return { jobs, numLayers: outLayer, templateModel };
+  return { jobs, numLayers: outLayer, sourceLayers, templateModel };
 }
 
 /** The tensors of one layer of a model, in the model's order. */
