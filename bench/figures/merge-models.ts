@@ -75,6 +75,10 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * Run of 2026-12-02 03:45 (commit 1802988, load 7-9 on 2 cores, --runs 1): ours 49.2 s and 267 MiB, mergekit 59.3 s
  * and 7830 MiB: 1.21x (goal 10x: lost) at 1/29 of mergekit's memory. Our CPU time is ~25 s (products from tables,
  * two workers); under that load the wall time is several times the CPU time.
+ * Run of 2026-12-02 05:05-05:12 (commit 295ba6b, the merge code as landed; load 7.9-10.9; `SAFETENSORS_BENCH_DIR=
+ * /work/bench-data/bench SAFETENSORS_MERGE_BENCH_DIR=/work/bench-data/merge npm run bench -- --runs 1 --timeout 1800
+ * --only merge_linear,merge_ties,lora_bake`, stopped after this figure): ours 59.7 s and 204 MiB, mergekit 77.9 s and
+ * 7829 MiB: 1.30x (goal 10x: lost), RSS within 256 MiB and 1/38 of mergekit's (held).
  */
 export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
   ratio: 10,
@@ -83,7 +87,12 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
 
 /**
  * TIES holds each input of one tensor as float32 (the magnitude rank is a whole-tensor statistic): the largest tensor
- * is the 250 MiB embedding, so the bound is a small multiple of it.
+ * is the 250 MiB embedding, so the bound is a small multiple of it. Before commit c761684 ours took 221 s and 3996 MiB
+ * (two sort replays at once on the embedding, each with a float32 copy of the magnitudes, indices and a mask);
+ * afterwards, 2026-12-02 05:58-06:08 (`/usr/bin/time -v nice -n 10 node bin/safetensors.js merge-models ties.yml OUT`
+ * outside the bench lock, which other benches held; load 6-8): peak RSS 2348 MiB (within the bound), 9 min 34 s wall
+ * at nice 10 (369 s user + 29 s system CPU). mergekit on the same config: 445 s and 10.8 GB in the issue's
+ * measurement; no same-run figure this session (goal 10x: lost, whatever the load).
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
