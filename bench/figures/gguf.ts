@@ -63,7 +63,11 @@ const toGguf = (ctx: ProcessContext, type: string) => [
  *   /usr/bin/time (load 8.9-12.1) took ours 2.68 s user + 3.22 s system CPU (18.45 s wall), gguf-py 14.13 s user +
  *   8.89 s system (51.94 s wall): 3.9× less CPU. Most of ours is now the kernel's page-cache work (reading 2.37 GiB,
  *   writing 1.26 GiB into fresh pages at ~3 µs each on this VM); the quantizing itself is ~2 CPU seconds with the
- *   native kernel (src/gguf/node-q8-native.ts). Not measured on an idle machine this session.
+ *   native kernel (src/gguf/node-q8-native.ts).
+ * The same command on a quiet machine (2026-12-02 07:01 UTC, commit 079da40, load 0.4 at start, 1.2 at the end):
+ * - gguf_f16: ours 2627 ms (2176-2911) vs cp 2159 ms (1910-2425) = 0.82×: PASS; peak RSS 97.1 MiB.
+ * - gguf_q8_0: ours 3766 ms (3057-4113) vs gguf-py 17110 ms (16993-17495) = 4.54×: **we lose the goal** by 10%;
+ *   peak RSS 142.3 MiB (gguf-py 2531.9 MiB).
  * The run before the native kernel (commit 295ba6b, load 10.1 at start, 6.4 at the end): gguf_f16 0.41× (ours
  * 9855 ms, 4354-11201, vs cp 4077 ms), gguf_q8_0 1.35× (ours 28030 ms vs gguf-py 37884 ms), peak RSS 97.7 and
  * 167.1 MiB.
