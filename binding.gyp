@@ -47,7 +47,8 @@
         "native/copy.c",
         "native/copy_args.c",
         "native/direct_write.c",
-        "native/gguf_q8.c"
+        "native/gguf_q8.c",
+        "native/merge_kernels.c"
       ],
       "defines": [
         "NAPI_VERSION=8"

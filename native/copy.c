@@ -7,6 +7,8 @@
  *   writeDirect(fd, buffers, position)                      -> bytes written, bypassing the page cache (direct_write.c)
  *   copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length, the same direct writes from the input's bytes
  *
+ * and SIMD kernels of the GGUF converter (q8FromF16) and of model merges (mergeLinear16), on the calling thread.
+ *
  * It copies with copy_file_range(2), in the kernel: the bytes never enter this process (and file systems that
  * share extents, such as XFS, Btrfs and NFS 4.2, may not copy them at all). Both positions are explicit, so neither
  * descriptor's file offset moves. Fewer bytes than `length` are copied only when the input ends first.
@@ -36,6 +38,7 @@
 #include "copy_args.h"
 #include "direct_write.h"
 #include "gguf_q8.h"
+#include "merge_kernels.h"
 
 /* Linux moves at most 0x7ffff000 bytes per call; ask for 1 GiB at a time. */
 #define MAX_CHUNK ((size_t)1 << 30)
@@ -190,6 +193,75 @@ static napi_value q8_from_f16(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* At most this many inputs to one linear merge call (mergekit configs merge a handful of models). */
+#define MERGE_MAX_INPUTS 64
+
+/*
+ * mergeLinear16(srcs, weights, divisor, bf16, count, dst): a linear merge of `count` 16-bit values of each Uint8Array
+ * in `srcs` (F16, or BF16 when `bf16`), with float32 `weights` (a Float32Array), normalized by `divisor` unless it is
+ * NaN, into the Uint8Array `dst` (native/merge_kernels.c). Returns 1 when the AVX2 kernel ran, 0 for the portable one.
+ */
+static napi_value merge_linear16_js(napi_env env, napi_callback_info info) {
+  static const char usage[] =
+      "mergeLinear16(srcs: Uint8Array[], weights: Float32Array, divisor, bf16: boolean, count, dst: Uint8Array)";
+  size_t argc = 6;
+  napi_value argv[6];
+  double count = 0, divisor = 0;
+  bool bf16 = false, is_array = false, is_typed = false;
+  uint32_t n = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 6 ||
+      napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
+      napi_get_array_length(env, argv[0], &n) != napi_ok || napi_get_value_double(env, argv[2], &divisor) != napi_ok ||
+      napi_get_value_bool(env, argv[3], &bf16) != napi_ok || napi_get_value_double(env, argv[4], &count) != napi_ok ||
+      napi_is_typedarray(env, argv[1], &is_typed) != napi_ok || !is_typed) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  napi_typedarray_type type;
+  size_t weight_count = 0, offset = 0;
+  void *weight_data = NULL;
+  napi_value weight_buffer;
+  if (napi_get_typedarray_info(env, argv[1], &type, &weight_count, &weight_data, &weight_buffer, &offset) !=
+          napi_ok ||
+      type != napi_float32_array) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  if (n == 0 || n > MERGE_MAX_INPUTS || weight_count != n) {
+    napi_throw_range_error(env, "EINVAL", "mergeLinear16: 1 to 64 inputs, one weight each");
+    return NULL;
+  }
+  if (!(count >= 0 && count <= 9007199254740991.0) || count != (double)(uint64_t)count) {
+    napi_throw_range_error(env, "EINVAL", "mergeLinear16: count must be a whole number");
+    return NULL;
+  }
+  size_t length = 0;
+  const uint8_t *srcs[MERGE_MAX_INPUTS];
+  for (uint32_t j = 0; j < n; j++) {
+    napi_value element;
+    if (napi_get_element(env, argv[0], j, &element) != napi_ok) return NULL;
+    srcs[j] = u8_bytes(env, element, &length, usage);
+    if (srcs[j] == NULL) return NULL;
+    if (length / 2 < (uint64_t)count) {
+      napi_throw_range_error(env, "EINVAL", "mergeLinear16: an input is shorter than count needs");
+      return NULL;
+    }
+  }
+  uint8_t *dst = u8_bytes(env, argv[5], &length, usage);
+  if (dst == NULL) return NULL;
+  if (length / 2 < (uint64_t)count) {
+    napi_throw_range_error(env, "EINVAL", "mergeLinear16: dst is shorter than count needs");
+    return NULL;
+  }
+  float weights[MERGE_MAX_INPUTS];
+  memcpy(weights, weight_data, n * sizeof(float));
+  int normalize = divisor == divisor;
+  int simd = merge_linear16(srcs, weights, n, bf16, normalize, normalize ? (float)divisor : 1.0f, (size_t)count, dst);
+  napi_value result;
+  if (napi_create_int32(env, simd, &result) != napi_ok) return NULL;
+  return result;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_value fn;
   if (napi_create_function(env, "copyRange", NAPI_AUTO_LENGTH, copy_range, NULL, &fn) != napi_ok) return NULL;
@@ -202,5 +274,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (napi_set_named_property(env, exports, "copyDirect", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "q8FromF16", NAPI_AUTO_LENGTH, q8_from_f16, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "q8FromF16", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "mergeLinear16", NAPI_AUTO_LENGTH, merge_linear16_js, NULL, &fn) != napi_ok) {
+    return NULL;
+  }
+  if (napi_set_named_property(env, exports, "mergeLinear16", fn) != napi_ok) return NULL;
   return exports;
 }

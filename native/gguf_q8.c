@@ -8,44 +8,10 @@
  * AVX2 + F16C where the CPU has them (chosen at run time), a portable loop elsewhere.
  */
 #include "gguf_q8.h"
+#include "half.h"
 
 #include <math.h>
 #include <string.h>
-
-static inline float f16_to_f32(uint16_t h) {
-  uint32_t mag = (uint32_t)(h & 0x7fff) << 13;
-  union {
-    uint32_t u;
-    float f;
-  } v;
-  if (mag >= (0x7c00u << 13)) {
-    v.u = mag | 0x7f800000u;
-  } else {
-    v.u = mag;
-    v.f *= 0x1p112f; /* normals and subnormals alike, exactly */
-  }
-  v.u |= (uint32_t)(h & 0x8000) << 16;
-  return v.f;
-}
-
-/* float32 to F16, round to nearest even (the scale: finite and non-negative, or NaN/inf). */
-static inline uint16_t f32_to_f16(float f) {
-  union {
-    float f;
-    uint32_t u;
-  } v = {f};
-  uint32_t sign = (v.u >> 16) & 0x8000, abs = v.u & 0x7fffffff;
-  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((abs >> 13) & 0x3ff));
-  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);
-  if (abs >= 0x38800000u) {
-    uint32_t r = abs - 0x38000000u;
-    return (uint16_t)(sign | ((r + 0xfff + ((r >> 13) & 1)) >> 13));
-  }
-  uint32_t e = abs >> 23;
-  if (e < 102) return (uint16_t)sign;
-  uint32_t m = (abs & 0x7fffff) | 0x800000, shift = 126 - e;
-  return (uint16_t)(sign | ((m + ((1u << (shift - 1)) - 1) + ((m >> shift) & 1)) >> shift));
-}
 
 static inline int8_t round_q(float v) {
   float t = truncf(v);
@@ -63,13 +29,13 @@ static void q8_portable(const uint8_t *src, size_t blocks, uint8_t *dst) {
     memcpy(codes, src, sizeof codes); /* src may be unaligned */
     float amax = 0.0f;
     for (int i = 0; i < 32; i++) {
-      x[i] = f16_to_f32(codes[i]);
+      x[i] = half_f16_to_f32(codes[i]);
       float a = fabsf(x[i]);
       if (a > amax) amax = a;
     }
     float d = amax / 127.0f;
     float id = d == 0.0f ? 0.0f : 1.0f / d;
-    uint16_t h = f32_to_f16(d);
+    uint16_t h = half_f32_to_f16(d);
     dst[0] = (uint8_t)(h & 0xff);
     dst[1] = (uint8_t)(h >> 8);
     for (int i = 0; i < 32; i++) dst[2 + i] = (uint8_t)round_q(x[i] * id);
@@ -108,7 +74,7 @@ __attribute__((target("avx2,f16c"))) static void q8_avx2(const uint8_t *src, siz
     float amax = _mm_cvtss_f32(m4);
     float d = amax / 127.0f;
     float id = d == 0.0f ? 0.0f : 1.0f / d;
-    uint16_t h = f32_to_f16(d);
+    uint16_t h = half_f32_to_f16(d);
     dst[0] = (uint8_t)(h & 0xff);
     dst[1] = (uint8_t)(h >> 8);
     __m256 ids = _mm256_set1_ps(id);

@@ -9,6 +9,7 @@ import { dtypeOf } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
 import type { MergeDtype } from "./config.js";
+import { linear16Kernel } from "./fast-kernels.js";
 import {
   combineKernel,
   dellaSparsify,
@@ -202,6 +203,18 @@ export function computeChunk(
   scratch = localScratch,
 ): Uint8Array {
   scratch.ensure(raws.length, count);
+  if (isTableLinear(job)) {
+    const dtype = job.computeDtype as "F16" | "BF16";
+    const round = rounder(dtype);
+    const weights = job.inputs.map((input) => round(input.params.get("weight") ?? 0));
+    const fast = linear16Kernel();
+    if (fast !== null) {
+      const encoded = new Uint8Array(count * 2);
+      const divisor = (job.params.get("normalize") ?? 1) !== 0 ? sumRounded(weights, round) : null;
+      fast(raws, Float32Array.from(weights), divisor, dtype, count, encoded);
+      return encoded;
+    }
+  }
   if (isTableLinear(job) && raws.every((r) => r.byteOffset % 2 === 0)) {
     const out = scratch.out.subarray(0, count);
     const dtype = job.computeDtype as "F16" | "BF16";
@@ -225,6 +238,14 @@ export function computeChunk(
   const out = scratch.out.subarray(0, count);
   mergeValues(job, xs, out, 0, scratch.tmp.subarray(0, count));
   return encodeValues(out, job.outDtype);
+}
+
+/**
+ * Is this element-wise job's chunk computed by a registered fast kernel (then computing it in the calling thread
+ * beats handing it to a worker)?
+ */
+export function hasFastChunkKernel(job: TensorJob): boolean {
+  return isTableLinear(job) && linear16Kernel() !== null;
 }
 
 /** A linear merge of 16-bit inputs computed and written in that same dtype: products come from tables. */
@@ -253,16 +274,25 @@ async function streamChunks(
   const depth = Math.max(1, options.inFlight ?? 1);
   const inflight: Promise<void>[] = [];
   let failed: unknown = null;
-  for (let first = 0; first < count; first += chunk) {
-    throwIfAborted(options.signal);
-    if (failed !== null) break;
+  const readChunk = (first: number): Promise<Uint8Array[]> => {
     const n = Math.min(chunk, count - first);
-    const raws = await Promise.all(
+    const reads = Promise.all(
       job.inputs.map((input) => {
         const bpe = elementBytes(input.dtype);
         return reader.read(input.model, input.name, first * bpe, n * bpe, options.signal);
       }),
     );
+    reads.catch(() => {}); // awaited below; a read still ahead when an earlier chunk fails is dropped
+    return reads;
+  };
+  // The next chunk's reads are under way while this one is computed and written (the sink may write synchronously).
+  let ahead = count > 0 ? readChunk(0) : null;
+  for (let first = 0; first < count; first += chunk) {
+    throwIfAborted(options.signal);
+    if (failed !== null) break;
+    const n = Math.min(chunk, count - first);
+    const raws = await ahead!;
+    ahead = first + chunk < count ? readChunk(first + chunk) : null;
     report(
       raws.reduce((sum, r) => sum + r.length, 0),
       0,

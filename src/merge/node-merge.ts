@@ -9,11 +9,13 @@ import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
 import type { NodeOpenOptions } from "../read/node-async.js";
 import { type MergeConfig, parseMergeConfig } from "./config.js";
-import { executeJob, type MergeReader } from "./execute.js";
+import { computeChunk, executeJob, hasFastChunkKernel, isCopy, isElementWise, type MergeReader } from "./execute.js";
+import { preferLinear16Kernel } from "./fast-kernels.js";
+import { nativeLinear16Kernel } from "./node-native.js";
 import { outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { ChunkPool } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
-import { type MergePlan, planMerge } from "./plan.js";
+import { type MergePlan, planMerge, type TensorJob } from "./plan.js";
 
 export interface MergeProgress {
   tensorsDone: number;
@@ -148,7 +150,16 @@ async function writeMerge(
   };
   // Measured on the 2-core VM (load 13-16, linear merge of 2 x 1 Mi fp16 chunks): one thread 77 ns an element
   // (decode 12, kernel 50, encode 15), two workers ~2x; the main thread meanwhile reads and writes.
-  const pool = ChunkPool.create(options.threads);
+  // With the addon's SIMD kernel a chunk takes well under a millisecond: it is computed here (handing it to a worker
+  // cost more than computing it), and a merge whose every job has such a kernel starts no workers.
+  preferLinear16Kernel(nativeLinear16Kernel());
+  const needsPool = plan.jobs.some((job) => !isCopy(job) && !(isElementWise(job) && hasFastChunkKernel(job)));
+  const pool = needsPool ? ChunkPool.create(options.threads) : null;
+  const compute =
+    pool === null
+      ? undefined
+      : (job: TensorJob, raws: Uint8Array[], count: number) =>
+          hasFastChunkKernel(job) ? Promise.resolve(computeChunk(job, raws, count)) : pool.compute(job, raws, count);
   const files = await writeCheckpoint(outDir, outputs, sideFiles, options, async (tensor, write) => {
     const job = jobs.get(tensor.name)!;
     await executeJob(
@@ -158,10 +169,10 @@ async function writeMerge(
       {
         chunkElements: options.chunkElements,
         seed: options.seed,
-        compute: pool?.compute,
+        compute,
         sparsify: pool?.sparsify,
         maxParallelSparsifyBytes: options.maxParallelSparsifyBytes,
-        inFlight: pool === null ? 1 : pool.size + 1,
+        inFlight: pool === null ? 2 : pool.size + 1,
         signal: options.signal,
         onBytes(read, written) {
           progress.bytesRead += read;

@@ -4,13 +4,17 @@
  */
 import { parentPort } from "node:worker_threads";
 import { computeChunk, type SparsifyTask, sparsifyDelta } from "./execute.js";
+import { preferLinear16Kernel } from "./fast-kernels.js";
 import { type BakeBlock, bakeBlock } from "./lora.js";
+import { nativeLinear16Kernel } from "./node-native.js";
 import type { TensorJob } from "./plan.js";
 
 type Request =
   | { id: number; kind: "chunk"; job: TensorJob; raws: Uint8Array[]; count: number }
   | { id: number; kind: "bake"; block: BakeBlock }
   | { id: number; kind: "sparsify"; task: SparsifyTask };
+
+preferLinear16Kernel(nativeLinear16Kernel());
 
 parentPort!.on("message", (request: Request) => {
   const id = request.id;

@@ -1,0 +1,173 @@
+/**
+ * The addon's merge kernels (native/merge_kernels.c) against the pure ones they replace: the same bytes over every
+ * F16 and BF16 code, random codes, weights that overflow, underflow into subnormals or cancel, with and without
+ * normalize, one to three inputs, odd counts and unaligned inputs.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { fromFloat32 } from "../src/codecs/index.js";
+import { linearTable16Kernel, productTable, sumRounded } from "../src/merge/kernels.js";
+import { nativeLinear16Kernel } from "../src/merge/node-native.js";
+import { rounder } from "../src/merge/round.js";
+
+/** A seeded generator (mulberry32). */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The pure path: tables, float32 sum, normalize, the codec's encoder. */
+function pureLinear16(
+  codes: readonly Uint16Array[],
+  weights: readonly number[],
+  normalize: boolean,
+  dtype: "F16" | "BF16",
+): Uint8Array {
+  const count = codes[0]!.length;
+  const out = new Float32Array(count);
+  linearTable16Kernel(
+    codes,
+    weights.map((w) => productTable(dtype, w)),
+    normalize ? sumRounded(weights, rounder(dtype)) : null,
+    dtype,
+    out,
+    count,
+  );
+  return fromFloat32(dtype, out);
+}
+
+function inputs(kind: string, n: number, rand: () => number): Uint16Array[] {
+  const all = new Uint16Array(65536);
+  for (let c = 0; c < 65536; c++) all[c] = c;
+  return Array.from({ length: n }, (_, j) => {
+    if (kind === "every") {
+      // Each input runs through every code, against shifted and reversed orders of the others.
+      const a = new Uint16Array(65536);
+      for (let c = 0; c < 65536; c++) a[c] = j === 0 ? c : j === 1 ? 65535 - c : (c * 40503 + 7) & 0xffff;
+      return a;
+    }
+    const a = new Uint16Array(4099);
+    for (let i = 0; i < a.length; i++) a[i] = Math.floor(rand() * 65536);
+    return a;
+  });
+}
+
+const isNan = (h: number, dtype: "F16" | "BF16") => (h & 0x7fff) > (dtype === "F16" ? 0x7c00 : 0x7f80);
+
+/** Do two NaNs meet in element i's float32 sum of rounded products? */
+function nansMeet(tables: readonly Float32Array[], codes: readonly Uint16Array[], i: number): boolean {
+  let sum = tables[0]![codes[0]![i]!]!;
+  for (let j = 1; j < codes.length; j++) {
+    const p = tables[j]![codes[j]![i]!]!;
+    if (Number.isNaN(sum) && Number.isNaN(p)) return true;
+    sum = Math.fround(sum + p);
+  }
+  return false;
+}
+
+/**
+ * The first element where `got` and `want` differ, or -1. Where two NaNs meet in one sum (NaN inputs, or an
+ * infinity minus an infinity), either NaN is a right answer: IEEE 754 does not say which NaN an addition of two
+ * returns, and the JavaScript engine's choice follows its register allocation (the x86 add returns its first
+ * operand's, and V8 may swap them).
+ */
+function firstDifference(
+  got: Uint8Array,
+  want: Uint8Array,
+  codes: readonly Uint16Array[],
+  weights: readonly number[],
+  dtype: "F16" | "BF16",
+): number {
+  const g = new Uint16Array(got.buffer, got.byteOffset, got.length / 2);
+  const w = new Uint16Array(want.buffer, want.byteOffset, want.length / 2);
+  const tables = weights.map((x) => productTable(dtype, x));
+  for (let i = 0; i < g.length; i++) {
+    if (g[i] === w[i]) continue;
+    if (isNan(g[i]!, dtype) && isNan(w[i]!, dtype) && nansMeet(tables, codes, i)) continue;
+    return i;
+  }
+  return -1;
+}
+
+const WEIGHT_SETS: number[][] = [
+  [0.6, 0.4, 0.25],
+  [1, 1, 1],
+  [-0.3, 1.7, 0.1],
+  [1e-3, 3e-4, 7e-5], // products underflow into subnormals
+  [900, -1200, 3], // products and sums overflow
+  [0.5, -0.5, 0.5], // normalize's divisor rounds to 0.5; sums cancel
+  [0, 0.7, 0], // zero weights, and a zero divisor when one input
+];
+
+test("merge kernels: the addon's 16-bit linear merge gives the pure kernels' bytes", (t) => {
+  const native = nativeLinear16Kernel();
+  if (native === null) {
+    t.skip(
+      "the copy addon (build/Release/safetensors_copy.node, with mergeLinear16) is not built: npm install builds it",
+    );
+    return;
+  }
+  const rand = random(21);
+  let cases = 0;
+  for (const dtype of ["F16", "BF16"] as const) {
+    const round = rounder(dtype);
+    for (const kind of ["every", "random"]) {
+      for (let n = 1; n <= 3; n++) {
+        const codes = inputs(kind, n, rand);
+        for (const set of WEIGHT_SETS) {
+          const weights = set.slice(0, n).map(round);
+          for (const normalize of [true, false]) {
+            const want = pureLinear16(codes, weights, normalize, dtype);
+            const count = codes[0]!.length;
+            for (const shift of [0, 1]) {
+              // Unaligned inputs (shift 1) and the scalar tail (counts that are not a multiple of 8).
+              const srcs = codes.map((c) => {
+                const buffer = new Uint8Array(count * 2 + shift);
+                buffer.set(new Uint8Array(c.buffer, c.byteOffset, count * 2), shift);
+                return buffer.subarray(shift);
+              });
+              const got = new Uint8Array(count * 2);
+              native(
+                srcs,
+                Float32Array.from(weights),
+                normalize ? sumRounded(weights, round) : null,
+                dtype,
+                count,
+                got,
+              );
+              const bad = firstDifference(got, want, codes, weights, dtype);
+              if (bad >= 0) {
+                const i = bad;
+                assert.fail(
+                  `${dtype} ${kind} n=${n} weights=${weights} normalize=${normalize} shift=${shift}: element ${i} ` +
+                    `(codes ${codes.map((c) => c[i]!.toString(16))}) native ${(got[2 * i]! | (got[2 * i + 1]! << 8)).toString(16)}` +
+                    ` pure ${(want[2 * i]! | (want[2 * i + 1]! << 8)).toString(16)}`,
+                );
+              }
+              cases++;
+            }
+          }
+        }
+      }
+    }
+  }
+  assert.equal(cases, 2 * 2 * 3 * WEIGHT_SETS.length * 2 * 2);
+});
+
+test("merge kernels: the addon refuses mismatched arguments", (t) => {
+  const native = nativeLinear16Kernel();
+  if (native === null) {
+    t.skip("the copy addon is not built");
+    return;
+  }
+  const a = new Uint8Array(16);
+  assert.throws(() => native([a], Float32Array.of(1), null, "F16", 9, new Uint8Array(18)), /shorter/);
+  assert.throws(() => native([a], Float32Array.of(1), null, "F16", 8, new Uint8Array(14)), /shorter/);
+  assert.throws(() => native([a, a], Float32Array.of(1), null, "F16", 8, new Uint8Array(16)), /one weight each/);
+});
