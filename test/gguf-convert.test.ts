@@ -16,6 +16,7 @@ import { openGgufSync } from "../src/gguf/node-gguf.js";
 import type { OutputType } from "../src/gguf/plan.js";
 import type { GgufHeader } from "../src/gguf/reader.js";
 import { encodeArray } from "../src/gguf/writer.js";
+import { openFile, saveFile, Tensor } from "../src/node.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { referencePython } from "./helpers/reference.js";
 
@@ -231,3 +232,53 @@ test("gguf-py reads our GGUF as we do, and from-gguf of our q8_0 equals its dequ
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * tiny-llama with every dimension but the vocabulary 4 times larger (hidden 128, head_dim 32), random BF16 weights:
+ * tensors large enough for the worker threads (the fixtures' are below their 4096-value minimum).
+ */
+function widerLlama(dir: string): string {
+  const from = path.join(FIXTURES, "tiny-llama");
+  for (const f of fs.readdirSync(from))
+    if (f !== "model.safetensors") fs.copyFileSync(path.join(from, f), path.join(dir, f));
+  const config = JSON.parse(fs.readFileSync(path.join(from, "config.json"), "utf8")) as Record<string, unknown>;
+  const vocab = config.vocab_size as number;
+  Object.assign(config, { hidden_size: 128, intermediate_size: 128, head_dim: 32 });
+  fs.writeFileSync(path.join(dir, "config.json"), JSON.stringify(config));
+  const small = openFile(path.join(from, "model.safetensors"));
+  const tensors: Record<string, Tensor> = {};
+  let seed = 1;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return (seed / 2 ** 31) * 2 - 1;
+  };
+  try {
+    for (const name of small.keys()) {
+      const shape = small.info(name).shape.map((d: number) => (d === vocab ? d : d * 4));
+      const values = Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, random);
+      tensors[name] = Tensor.fromFloat32("BF16", shape, values);
+    }
+  } finally {
+    small.close();
+  }
+  saveFile(path.join(dir, "model.safetensors"), tensors);
+  return dir;
+}
+
+for (const type of ["Q8_0", "Q4_0"] as const) {
+  test(`to-gguf --type ${type}: two workers, 16 KiB chunks, give the main thread's bytes`, async () => {
+    // Each chunk read, reordered (Q, K), quantized and written by a worker at its place, out of order, with the
+    // whole pages of its middle written directly (O_DIRECT, where the file system has it) and its ends buffered.
+    const dir = tmpDir();
+    try {
+      const model = widerLlama(fs.mkdtempSync(path.join(dir, "model-")));
+      const one = path.join(dir, "one.gguf");
+      const two = path.join(dir, "two.gguf");
+      await toGguf(model, one, { type, tokenizerPre: "llama-bpe", threads: 0 });
+      await toGguf(model, two, { type, tokenizerPre: "llama-bpe", threads: 2, chunkBytes: 16384 });
+      assert.equal(sha(fs.readFileSync(two)), sha(fs.readFileSync(one)));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}

@@ -94,6 +94,8 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
     file = AtomicFile.create(out, options);
     const fd = file.fd;
     try {
+      // Sized first: the workers' direct writes would otherwise extend the file from two threads at once.
+      fs.ftruncateSync(fd, layout.fileSize);
       writeAllAt(fd, layout.header, 0);
     } catch (error) {
       throw writeError(error, `cannot write ${out}`);
@@ -143,7 +145,7 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
         });
         return bytes!;
       };
-      await convertTensor(job, source.offset, read, inFd, fd, at, out, chunkBytes, pool, buffers, progress);
+      await convertTensor(job, source.offset, read, inFd, file, at, out, chunkBytes, pool, buffers, progress);
     }
     file.commit();
     return {
@@ -197,7 +199,7 @@ async function convertTensor(
   sourceOffset: number,
   read: (offset: number, length: number) => Promise<Uint8Array>,
   inFd: number | undefined,
-  outFd: number,
+  output: AtomicFile,
   outAt: number,
   out: string,
   chunkBytes: number,
@@ -205,6 +207,7 @@ async function convertTensor(
   buffers: Buffers,
   progress: (n: number) => void,
 ): Promise<void> {
+  const outFd = output.fd;
   const elementBytes = sourceBytes(job.sourceDtype);
   const unchanged = job.type === job.sourceDtype && !job.plusOne;
   // A permuted 1-D bias: its elements are the rows being reordered.
@@ -231,26 +234,15 @@ async function convertTensor(
   const pending: Promise<void>[] = [];
   for (let r = 0; r < rows; r += chunkRows) {
     const n = Math.min(chunkRows, rows - r);
-    let src = await read(sourceOffset + r * rowBytes, n * rowBytes);
-    if (job.permuteHeads > 0) {
-      const permuted = buffers.take(src.length);
-      permuteRows(src, permuted, n, rowBytes, headRows);
-      buffers.give(src);
-      src = permuted;
-    }
     const at = outAt + written;
     written += n * outRowBytes;
-    if (unchanged) {
-      writeAt(outFd, src, at, out);
-      progress(src.length);
-      buffers.give(src);
-      continue;
-    }
     const count = n * rowLength;
-    if (pool !== null && !job.plusOne && count >= 4096 && inFd !== undefined && job.permuteHeads === 0) {
-      // A local chunk that is not reordered: the worker reads, converts and writes it itself.
-      buffers.give(src);
-      const task = pool.runFile(job.sourceDtype, job.type, count, inFd, sourceOffset + r * rowBytes, outFd, at).then(
+    if (pool !== null && !unchanged && !job.plusOne && count >= 4096 && inFd !== undefined) {
+      // A local chunk: the worker reads, reorders, converts and writes it itself (the main thread touches none of
+      // its bytes), while the other worker does the next.
+      const permute = job.permuteHeads > 0 ? { rowBytes, headRows } : undefined;
+      const inAt = sourceOffset + r * rowBytes;
+      const task = pool.runFile(job.sourceDtype, job.type, count, inFd, inAt, output.temp, at, permute).then(
         (done) => progress(done),
         (error) => {
           throw writeError(error, `cannot write ${out}`);
@@ -259,6 +251,19 @@ async function convertTensor(
       task.catch(() => {});
       pending.push(task);
       if (pending.length >= 2 * pool.size) await pending.shift();
+      continue;
+    }
+    let src = await read(sourceOffset + r * rowBytes, n * rowBytes);
+    if (job.permuteHeads > 0) {
+      const permuted = buffers.take(src.length);
+      permuteRows(src, permuted, n, rowBytes, headRows);
+      buffers.give(src);
+      src = permuted;
+    }
+    if (unchanged) {
+      writeAt(outFd, src, at, out);
+      progress(src.length);
+      buffers.give(src);
       continue;
     }
     const bytes = buffers.take(n * outRowBytes);

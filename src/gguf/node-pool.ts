@@ -114,8 +114,9 @@ export class QuantPool {
   }
 
   /**
-   * Read `count` values at `inAt` of `inFd`, convert them, write them at `outAt` of `outFd`, all on a worker.
-   * Resolves with the bytes written.
+   * Read `count` values at `inAt` of `inFd`, convert them, write them at `outAt` of the file at `outPath` (which
+   * must already be at least that long), all on a worker; with `permute`, the chunk's rows are reordered first (Q
+   * and K). Resolves with the bytes written.
    */
   async runFile(
     dtype: Dtype,
@@ -123,10 +124,11 @@ export class QuantPool {
     count: number,
     inFd: number,
     inAt: number,
-    outFd: number,
+    outPath: string,
     outAt: number,
+    permute?: { rowBytes: number; headRows: number },
   ): Promise<number> {
-    const r = await this.post({ kind: "file", dtype, type, count, inFd, inAt, outFd, outAt }, []);
+    const r = await this.post({ kind: "file", dtype, type, count, inFd, inAt, outPath, outAt, permute }, []);
     return r.written!;
   }
 
