@@ -4,7 +4,7 @@ import { FROM_GGUF_DTYPES, type FromGgufDtype, fromGguf } from "../gguf/node-fro
 import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
-import { ProgressBar } from "./rewrite.js";
+import { progressCallback } from "./rewrite.js";
 
 export const command = defineCommand({
   usage: "from-gguf IN.gguf OUTDIR [--dtype f32|f16|bf16] [--json]",
@@ -25,19 +25,14 @@ chunks; the files are written atomically.`,
     const dtype = (values.dtype ?? "f32").toUpperCase() as FromGgufDtype;
     if (!FROM_GGUF_DTYPES.includes(dtype)) throw new UsageError("--dtype must be f32, f16 or bf16");
     const started = performance.now();
-    let bar: ProgressBar | undefined;
-    let last = 0;
+    const progress = progressCallback();
     try {
       const result = await fromGguf(input, outDir, {
         dtype,
         fsync: values.fsync,
-        onProgress: (done, total) => {
-          bar ??= new ProgressBar(total);
-          bar.advance(done - last);
-          last = done;
-        },
+        onProgress: progress.onProgress,
       });
-      bar?.finish();
+      progress.finish();
       const seconds = Math.round(performance.now() - started) / 1000;
       if (values.json) {
         io.stdout(
@@ -50,7 +45,7 @@ chunks; the files are written atomically.`,
       }
       return 0;
     } finally {
-      bar?.finish();
+      progress.finish();
     }
   },
 });

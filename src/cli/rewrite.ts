@@ -249,9 +249,29 @@ export class ProgressBar {
     );
   }
 
+  /** Sets the bytes done so far (for callbacks that report a running total). */
+  update(done: number): void {
+    this.advance(done - this.#done);
+  }
+
   finish(): void {
     if (!this.#drawn) return;
     this.#drawn = false;
     process.stderr.write("\r\x1b[K");
   }
+}
+
+/**
+ * An `onProgress(done, total)` callback drawing a bar made at its first call (when the total is known), and the
+ * `finish` that clears it.
+ */
+export function progressCallback(): { onProgress: (done: number, total: number) => void; finish: () => void } {
+  let bar: ProgressBar | undefined;
+  return {
+    onProgress: (done, total) => {
+      bar ??= new ProgressBar(total);
+      bar.update(done);
+    },
+    finish: () => bar?.finish(),
+  };
 }

@@ -6,7 +6,7 @@ import { OUTPUT_TYPES, type OutputType } from "../gguf/plan.js";
 import { plural } from "../view/inspect-format.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
-import { ProgressBar } from "./rewrite.js";
+import { progressCallback } from "./rewrite.js";
 
 export const command = defineCommand({
   usage: "to-gguf MODEL OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] [--json]",
@@ -49,8 +49,7 @@ is a terminal.`,
       if (!Number.isInteger(threads) || threads < 0 || threads > 64) throw new UsageError("--threads must be 0 to 64");
     }
     const started = performance.now();
-    let bar: ProgressBar | undefined;
-    let last = 0;
+    const progress = progressCallback();
     try {
       const result = await toGguf(model, out, {
         type,
@@ -58,13 +57,9 @@ is a terminal.`,
         name: values.name,
         tokenizerPre: values["tokenizer-pre"],
         fsync: values.fsync,
-        onProgress: (done, total) => {
-          bar ??= new ProgressBar(total);
-          bar.advance(done - last);
-          last = done;
-        },
+        onProgress: progress.onProgress,
       });
-      bar?.finish();
+      progress.finish();
       const seconds = Math.round(performance.now() - started) / 1000;
       if (values.json) io.stdout(`${JSON.stringify({ ...result, type: result.type.toLowerCase(), seconds })}\n`);
       else {
@@ -74,7 +69,7 @@ is a terminal.`,
       }
       return 0;
     } catch (error) {
-      bar?.finish();
+      progress.finish();
       if (error instanceof SafetensorError && error.code === "InvalidOption") throw new UsageError(error.message);
       throw error;
     }
