@@ -11,16 +11,12 @@
 // Run it under the bench lock on a shared machine: it is a timing. The verdict per Node is the bench's load_views
 // goal: reference median / ours median >= 5 and RSS growth <= 2 MiB. Exit status 1 when a Node misses it.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { root } from "./native-tools.mjs";
 import { NODE_BUILDS, nodeBuild } from "./node-builds.mjs";
-
-function option(name, fallback) {
-  const at = process.argv.indexOf(name);
-  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : fallback;
-}
+import { installTarball, median, must as mustOf, option, readLoad } from "./probe-tools.mjs";
 
 const file = process.argv[2];
 if (!file || file.startsWith("--") || !existsSync(file)) {
@@ -35,35 +31,11 @@ const majors = option("--majors", NODE_BUILDS.map((b) => b.major).join(","))
   .map(Number);
 const python = option("--python", process.env.SAFETENSORS_REF_PYTHON ?? join(root, ".venv-ref", "bin", "python"));
 
-function must(r, what) {
-  if (r.status !== 0) {
-    console.error(`${r.stdout ?? ""}${r.stderr ?? ""}`);
-    console.error(`probe-load: ${what} failed`);
-    process.exit(1);
-  }
-  return r.stdout;
-}
+const must = (r, what) => mustOf(r, what, "probe-load");
 
 const scratch = mkdtempSync(join(tmpdir(), "st-probe-"));
 try {
-  let tarball = option("--tarball", undefined);
-  if (!tarball) {
-    must(spawnSync("npm", ["pack", "-q", "--pack-destination", scratch], { cwd: root, encoding: "utf8" }), "npm pack");
-    tarball = join(
-      scratch,
-      readdirSync(scratch).find((name) => name.endsWith(".tgz")),
-    );
-  }
-  const app = join(scratch, "app");
-  spawnSync("mkdir", ["-p", app]);
-  writeFileSync(join(app, "package.json"), '{"private":true,"type":"module"}\n');
-  must(
-    spawnSync("npm", ["install", "--ignore-scripts", "--no-audit", "--no-fund", tarball], {
-      cwd: app,
-      encoding: "utf8",
-    }),
-    "npm install --ignore-scripts of the tarball",
-  );
+  const app = installTarball(scratch, option("--tarball", undefined), "probe-load");
   writeFileSync(
     join(app, "ours.mjs"),
     `import { readFileSync } from "node:fs";
@@ -116,10 +88,6 @@ print(json.dumps({"ms": ms, "rss": after - before, "tensors": len(tensors)}))
       if (run >= 0) side.samples.push(sample); // run -1: the warm-up (page cache, first start), not counted
     }
   }
-  const median = (xs) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  };
   const fmt = (ms) => (ms < 10 ? ms.toFixed(3) : ms.toFixed(1));
   const refMs = reference ? median(reference.samples.map((s) => s.ms)) : null;
   console.log(`probe-load: ${file}, ${runs} runs per side, round-robin; load ${readLoad()}`);
@@ -149,10 +117,4 @@ print(json.dumps({"ms": ms, "rss": after - before, "tensors": len(tensors)}))
   process.exitCode = missed ? 1 : 0;
 } finally {
   rmSync(scratch, { recursive: true, force: true });
-}
-
-function readLoad() {
-  return spawnSync("uptime", { encoding: "utf8" })
-    .stdout.trim()
-    .replace(/^.*load average:\s*/, "");
 }

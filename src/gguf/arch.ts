@@ -4,19 +4,12 @@
  * permutation (Llama and Mistral), Gemma's `norm + 1`, and which tokenizer each reads. Pure.
  */
 import { SafetensorError } from "../format/errors.js";
+import { SUPPORTED_ARCHITECTURES, type SupportedArchitecture } from "./constants.js";
 import type { KvBuilder } from "./kv.js";
 
 type Json = Record<string, unknown>;
 
-export const SUPPORTED_ARCHITECTURES = [
-  "LlamaForCausalLM",
-  "MistralForCausalLM",
-  "Qwen2ForCausalLM",
-  "Qwen3ForCausalLM",
-  "Gemma2ForCausalLM",
-  "Gemma3ForCausalLM",
-] as const;
-export type SupportedArchitecture = (typeof SUPPORTED_ARCHITECTURES)[number];
+export { SUPPORTED_ARCHITECTURES, type SupportedArchitecture };
 
 export interface ArchSpec {
   readonly hf: SupportedArchitecture;

@@ -9,12 +9,12 @@ import { encodeBf16, encodeF16 } from "../codecs/half.js";
 import { SafetensorError } from "../format/errors.js";
 import { type AtomicWriteOptions, writeFileAtomic } from "../io/node-write.js";
 import { createWriter } from "../io/stream-writer.js";
+import { FROM_GGUF_DTYPES, type FromGgufDtype } from "./constants.js";
 import { decodeTensor } from "./file.js";
 import { type NodeGgufOptions, openGguf } from "./node-gguf.js";
 import { planUnconvert, unpermuteRows } from "./unconvert.js";
 
-export const FROM_GGUF_DTYPES = ["F32", "F16", "BF16"] as const;
-export type FromGgufDtype = (typeof FROM_GGUF_DTYPES)[number];
+export { FROM_GGUF_DTYPES, type FromGgufDtype };
 
 export interface FromGgufOptions extends NodeGgufOptions, AtomicWriteOptions {
   dtype?: FromGgufDtype;

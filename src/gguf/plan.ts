@@ -16,6 +16,7 @@ import {
   permuteHeads,
   writeParameters,
 } from "./arch.js";
+import { OUTPUT_TYPES, type OutputType } from "./constants.js";
 import { KvBuilder } from "./kv.js";
 import { modelNaming } from "./naming.js";
 import { isQuantType, QK, type QuantTypeName } from "./quants.js";
@@ -23,8 +24,7 @@ import type { Json } from "./special-vocab.js";
 import type { GgufValue } from "./types.js";
 import { type TokenizerFiles, writeBpeVocab, writeSentencePieceVocab } from "./vocab.js";
 
-export const OUTPUT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"] as const;
-export type OutputType = (typeof OUTPUT_TYPES)[number];
+export { OUTPUT_TYPES, type OutputType };
 
 /** llama.cpp's `general.file_type` (LlamaFileType) for each output type. */
 export const FILE_TYPES: Readonly<Record<OutputType, number>> = {

@@ -8,6 +8,7 @@
  */
 import { SafetensorError } from "../format/errors.js";
 import { canonicalGlobal, classifyGlobal, type Verdict } from "./globals.js";
+import { DEFAULT_PICKLE_LIMITS, type PickleLimits } from "./limits.js";
 import {
   latin1Bytes,
   PyBytes,
@@ -23,31 +24,7 @@ import {
   type PyValue,
 } from "./values.js";
 
-/** Bounds on what reading one pickle may cost; past any of them the pickle is refused with `PickleLimit`. */
-export interface PickleLimits {
-  /** Largest pickle read into memory, in bytes. Default 512 MiB (a 10k-tensor state dict pickles to ~2 MB). */
-  maxPickleBytes?: number;
-  /** Most memo entries (PUT / MEMOIZE). Default 1,000,000. */
-  maxMemo?: number;
-  /** Deepest value stack. Default 1,000,000. */
-  maxStack?: number;
-  /** Deepest MARK nesting. Default 10,000. */
-  maxMarks?: number;
-  /** Most values created in one pickle. Default 10,000,000. */
-  maxObjects?: number;
-  /** Longest int (LONG1 / LONG4 / text LONG) in bytes. Default 1,024. */
-  maxIntBytes?: number;
-}
-
-/** The defaults of `PickleLimits`. */
-export const DEFAULT_PICKLE_LIMITS: Required<PickleLimits> = {
-  maxPickleBytes: 512 * 1024 * 1024,
-  maxMemo: 1_000_000,
-  maxStack: 1_000_000,
-  maxMarks: 10_000,
-  maxObjects: 10_000_000,
-  maxIntBytes: 1024,
-};
+export { DEFAULT_PICKLE_LIMITS, type PickleLimits };
 
 /** How a pickle uses a global it names. */
 export type GlobalUse = "reference" | "call" | "instantiate" | "build" | "persistent-id" | "extension";

@@ -1,0 +1,166 @@
+/**
+ * An esbuild plugin for the Node bundle of the library (scripts/bundle-lib.mjs): the subsystems most programs never
+ * call (GGUF, pickle, merges and LoRA, integrity, WebGPU, in-place edits) are compiled on their first call, not at
+ * import. Each module of those folders that an entry (dist/index.js, dist/node.js) imports is replaced by a facade:
+ *
+ * - a function export becomes a function of the same name that loads the real module (its own entry, a chunk
+ *   `lazy-<folder>.js` beside the others) with a synchronous `require()` on the first call, then forwards;
+ * - a class or a constant is imported from the module of the folder that declares it, which stays in the eager
+ *   bundle (an `instanceof` or a table must be the real one from the start).
+ *
+ * `require()` of an ES module is synchronous and shares the module map with `import` (one `Tensor`, one
+ * `SafetensorError`, whichever way a chunk was loaded) on every Node the package supports (20.19+, 22.12+, 24, 26),
+ * in Bun and in Deno (checked on each). Sync functions stay sync: no public signature changes, and the types are the
+ * compiled sources' (dist/*.d.ts), untouched by this.
+ *
+ * Why: V8 compiles every byte a process loads (a pre-parse of each function at least), and those folders were 60%
+ * of the ~560 KB bundle. Measured 2026-12-02 (Node 20.20.2, `NODE_EXTRA_CA_CERTS` unset, median of 21 fresh
+ * processes, round-robin, load ~4): `await import()` of the Node entry 32.8 ms in-process before, see
+ * bench/NODES.md ("Import") for the figures after and the command.
+ *
+ * The browser build of the core (dist/lib/browser) does not use this: a browser has no synchronous loader, so it
+ * gets the whole core eagerly (and bundlers drop what a page does not use).
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+/** The folders loaded on first use; the others (format, io, read, codecs, slice, shards, remote, rank) are eager. */
+export const LAZY_FOLDERS = ["gguf", "pickle", "merge", "integrity", "gpu", "edit"];
+
+const LOADER = `
+import { createRequire } from "node:module";
+let require;
+export function lazyModule(file, member) {
+  let module;
+  return () => (module ??= (require ??= createRequire(import.meta.url))(file)[member]);
+}
+`;
+
+const isClass = (value) => typeof value === "function" && /^class[\s{]/.test(Function.prototype.toString.call(value));
+
+/**
+ * @param {{ root: string, entries: string[] }} options `entries`: the entry modules (absolute) whose imports of the
+ *   lazy folders get facades. Returns the plugin and the extra entry points (name → module) the lazy chunks need.
+ */
+export async function lazyPlugin({ root, entries }) {
+  const dist = join(root, "dist");
+  const entrySet = new Set(entries.map((e) => resolve(e)));
+  const lazyEntries = {};
+  const facades = new Map();
+  const folderOf = (path) => relative(dist, path).split(/[\\/]/)[0];
+
+  const folderModules = new Map(); // folder → the modules its lazy chunk exports, each as a namespace `m<i>`
+
+  async function facade(path, names) {
+    const folder = folderOf(path);
+    const modules = folderModules.get(folder) ?? folderModules.set(folder, []).get(folder);
+    const member = `m${modules.push(path) - 1}`;
+    const name = `lazy-${folder}`;
+    lazyEntries[name] = `lazy-entry:${folder}`;
+    const module = await import(pathToFileURL(path).href);
+    const siblings = readdirSync(dirname(path))
+      .filter((f) => f.endsWith(".js"))
+      .map((f) => join(dirname(path), f));
+    const lines = [
+      `import { lazyModule } from "lazy-loader";`,
+      `const load = lazyModule("./${name}.js", ${JSON.stringify(member)});`,
+    ];
+    for (const key of names) {
+      const value = module[key];
+      if (typeof value === "function" && !isClass(value)) {
+        lines.push(`export function ${key}(...args) { return load().${key}.apply(this, args); }`);
+        continue;
+      }
+      // The module that declares it (tsc's output: `export const X =`, `export class X`).
+      const declares = new RegExp(`^export (const|let|var|class) ${key}\\b`, "m");
+      let origin;
+      for (const file of siblings) {
+        if (declares.test(readFileSync(file, "utf8")) && (await import(pathToFileURL(file).href))[key] === value) {
+          origin = file;
+          break;
+        }
+      }
+      if (!origin) throw new Error(`${path}: no module of its folder declares ${key}`);
+      lines.push(`export { ${key} } from ${JSON.stringify(origin)};`);
+    }
+    return lines.join("\n");
+  }
+
+  // The names the entries import from the lazy folders (tsc's output: `export { a, b as c } from "./x/y.js";`), so
+  // that a facade exports those only (an internal constant would pull its module into the eager bundle).
+  const imported = new Map();
+  for (const entry of entrySet) {
+    const text = readFileSync(entry, "utf8");
+    for (const [, list, spec] of text.matchAll(/(?:export|import) \{([^}]*)\} from "(\.\.?\/[^"]+)"/g)) {
+      const path = resolve(dirname(entry), spec);
+      if (!LAZY_FOLDERS.includes(folderOf(path))) continue;
+      const names = imported.get(path) ?? imported.set(path, new Set()).get(path);
+      for (const item of list.split(",")) if (item.trim()) names.add(item.trim().split(/\s+as\s+/)[0]);
+    }
+    if (/^(export|import) \*/m.test(text.replace(/^export \* from "\.\/index\.js";$/m, ""))) {
+      throw new Error(`${entry}: a star import or export the lazy facades cannot follow`);
+    }
+  }
+  for (const [path, names] of imported) facades.set(path, await facade(path, [...names]));
+
+  const plugin = {
+    name: "lazy",
+    setup(build) {
+      build.onResolve({ filter: /^lazy-loader$/ }, () => ({ path: "loader", namespace: "lazy-loader" }));
+      build.onLoad({ filter: /.*/, namespace: "lazy-loader" }, () => ({
+        contents: LOADER,
+        loader: "js",
+        resolveDir: dist,
+      }));
+      build.onResolve({ filter: /^lazy-entry:/ }, (args) => ({ path: args.path.slice(11), namespace: "lazy-entry" }));
+      // A lazy chunk: the folder's modules the facades load, each as a namespace. The bare imports of the entries
+      // are dropped (they have no side effects, and esbuild says so: silenced below), but they make esbuild count
+      // the eager modules as reached from every lazy chunk too, so that it splits them into two chunks (the core's
+      // and the Node entry's) rather than one per set of lazy chunks that use them: 3 files at import, not 16.
+      build.onLoad({ filter: /.*/, namespace: "lazy-entry" }, (args) => ({
+        contents: folderModules
+          .get(args.path)
+          .map((module, i) => `export * as m${i} from ${JSON.stringify(module)};`)
+          .concat(entries.map((entry) => `import ${JSON.stringify(resolve(entry))};`))
+          .join("\n"),
+        loader: "js",
+        resolveDir: join(dist, args.path),
+      }));
+      build.onResolve({ filter: /^\.\.?\// }, (args) => {
+        if (args.kind === "entry-point" || !entrySet.has(resolve(args.importer))) return undefined;
+        const path = resolve(args.resolveDir, args.path);
+        return facades.has(path) ? { path, namespace: "lazy-facade" } : undefined;
+      });
+      build.onLoad({ filter: /.*/, namespace: "lazy-facade" }, (args) => ({
+        contents: facades.get(args.path),
+        loader: "js",
+        resolveDir: dirname(args.path),
+      }));
+    },
+  };
+  return { plugin, lazyEntries, logOverride: { "ignored-bare-import": "silent" } };
+}
+
+/**
+ * The files a process loads when it imports `entry` (its static imports, followed): the build fails past `most`, so
+ * that a change in how esbuild splits does not quietly make the import cost more again.
+ */
+export function checkEagerFiles(entry, most) {
+  const seen = new Set();
+  const stack = [resolve(entry)];
+  while (stack.length > 0) {
+    const file = stack.pop();
+    if (seen.has(file)) continue;
+    seen.add(file);
+    for (const [, spec] of readFileSync(file, "utf8").matchAll(
+      /(?:^|[;}])\s*(?:import|export)\s*(?:[\w*$\s{},]*from\s*)?"(\.\/[^"]+)"/g,
+    )) {
+      stack.push(join(dirname(file), spec));
+    }
+  }
+  if (seen.size > most) {
+    throw new Error(`importing ${entry} loads ${seen.size} files (at most ${most}):\n${[...seen].join("\n")}`);
+  }
+  return seen;
+}
