@@ -13,10 +13,16 @@
  * in Bun and in Deno (checked on each). Sync functions stay sync: no public signature changes, and the types are the
  * compiled sources' (dist/*.d.ts), untouched by this.
  *
- * Why: V8 compiles every byte a process loads (a pre-parse of each function at least), and those folders were 60%
- * of the ~560 KB bundle. Measured 2026-12-02 (Node 20.20.2, `NODE_EXTRA_CA_CERTS` unset, median of 21 fresh
- * processes, round-robin, load ~4): `await import()` of the Node entry 32.8 ms in-process before, see
- * bench/NODES.md ("Import") for the figures after and the command.
+ * Why: V8 compiles every byte a process loads (a pre-parse of each function at least: wrapping a module in a function
+ * that is never called saves little), and those folders were 60% of the ~570 KB the Node entry loaded. Measured
+ * 2026-12-02 07:44 UTC, Node 20.20.2, `NODE_EXTRA_CA_CERTS` unset, 21 fresh processes per side, round-robin, load
+ * average ~6 on 2 cores (so about twice a quiet machine's figures), `await import()` timed in the process (wall over
+ * `node -e 0` in brackets; an empty module costs 4.3 ms, +10.0):
+ *
+ *   Node entry  29.0 ms (+34.3) before, 20.1 ms (+24.9) with this: 7 files / 570 KB loaded before, 3 / 275 KB now
+ *   core        15.6 ms (+23.6) before, 10.4 ms (+18.0) with this: 5 files / 347 KB before, 2 / 174 KB now
+ *
+ * `node scripts/probe-import.mjs` measures the same from the packed tarball (bench/NODES.md, "Import").
  *
  * The browser build of the core (dist/lib/browser) does not use this: a browser has no synchronous loader, so it
  * gets the whole core eagerly (and bundlers drop what a page does not use).

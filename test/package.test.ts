@@ -352,12 +352,15 @@ export const used = [deserialize, openFile];
 const names = (m) => Object.keys(m).sort().join(",");
 let deep = "allowed";
 try { await import("safetensors-ts/dist/format/header.js"); } catch (e) { deep = e.code; }
-console.log(JSON.stringify({ same: names(root) === names(node), core: Object.keys(core), deep }));`;
+// Loaded on first call (scripts/esbuild-lazy.mjs): the lazy chunk's error is the entry's SafetensorError class.
+const lazy = (m) => { try { m.parseMergeConfig({}); } catch (e) { return e instanceof root.SafetensorError && e.code; } };
+console.log(JSON.stringify({ same: names(root) === names(node), core: Object.keys(core), deep, lazy: [lazy(root), lazy(core)] }));`;
     const result = JSON.parse(
       ok(run(process.execPath, ["--input-type=module", "-e", probe], noScripts), "import probe"),
     );
     assert.equal(result.same, true);
     assert.equal(result.deep, "ERR_PACKAGE_PATH_NOT_EXPORTED");
+    assert.deepEqual(result.lazy, ["InvalidMergeConfig", "InvalidMergeConfig"]);
     for (const name of ["deserialize", "serialize", "Tensor", "SafetensorsFile", "parseSliceSpec"]) {
       assert.ok(result.core.includes(name), `core lacks ${name}`);
     }
