@@ -7,7 +7,8 @@
  *   writeDirect(fd, buffers, position)                      -> bytes written, bypassing the page cache (direct_write.c)
  *   copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length, the same direct writes from the input's bytes
  *
- * and SIMD kernels of the GGUF converter (q8FromF16) and of model merges (mergeLinear16), on the calling thread.
+ * and SIMD kernels of the GGUF converter (q8FromF16), of model merges (mergeLinear16) and LoRA bakes
+ * (halfToFloat32, float32ToHalf, loraAddLowRank), on the calling thread.
  *
  * It copies with copy_file_range(2), in the kernel: the bytes never enter this process (and file systems that
  * share extents, such as XFS, Btrfs and NFS 4.2, may not copy them at all). Both positions are explicit, so neither
@@ -193,6 +194,143 @@ static napi_value q8_from_f16(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* A Float32Array's values, or NULL with a TypeError thrown. */
+static float *f32_values(napi_env env, napi_value value, size_t *length, const char *usage) {
+  bool is_typed = false;
+  napi_typedarray_type type;
+  size_t count = 0, offset = 0;
+  void *data = NULL;
+  napi_value buffer;
+  if (napi_is_typedarray(env, value, &is_typed) != napi_ok || !is_typed ||
+      napi_get_typedarray_info(env, value, &type, &count, &data, &buffer, &offset) != napi_ok ||
+      type != napi_float32_array) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  *length = count;
+  return (float *)data;
+}
+
+/* A whole number argument in [0, 2^53), or -1 with a RangeError thrown. */
+static int64_t whole_arg(napi_env env, napi_value value, const char *what) {
+  double x = 0;
+  if (napi_get_value_double(env, value, &x) != napi_ok || !(x >= 0 && x <= 9007199254740991.0) ||
+      x != (double)(uint64_t)x) {
+    napi_throw_range_error(env, "EINVAL", what);
+    return -1;
+  }
+  return (int64_t)x;
+}
+
+static napi_value int_result(napi_env env, int value) {
+  napi_value result;
+  if (napi_create_int32(env, value, &result) != napi_ok) return NULL;
+  return result;
+}
+
+/* halfToFloat32(src: Uint8Array, bf16, count, dst: Float32Array): F16 or BF16 codes to float32 (merge_kernels.c). */
+static napi_value half_to_float32(napi_env env, napi_callback_info info) {
+  static const char usage[] = "halfToFloat32(src: Uint8Array, bf16: boolean, count, dst: Float32Array)";
+  size_t argc = 4, src_length = 0, dst_length = 0;
+  napi_value argv[4];
+  bool bf16 = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
+      napi_get_value_bool(env, argv[1], &bf16) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  const uint8_t *src = u8_bytes(env, argv[0], &src_length, usage);
+  if (src == NULL) return NULL;
+  float *dst = f32_values(env, argv[3], &dst_length, usage);
+  if (dst == NULL) return NULL;
+  int64_t count = whole_arg(env, argv[2], "halfToFloat32: count must be a whole number");
+  if (count < 0) return NULL;
+  if (src_length / 2 < (uint64_t)count || dst_length < (uint64_t)count) {
+    napi_throw_range_error(env, "EINVAL", "halfToFloat32: src or dst is shorter than count needs");
+    return NULL;
+  }
+  return int_result(env, merge_decode16(src, bf16, (size_t)count, dst));
+}
+
+/* float32ToHalf(src: Float32Array, bf16, count, dst: Uint8Array): float32 to F16 or BF16 codes (merge_kernels.c). */
+static napi_value float32_to_half(napi_env env, napi_callback_info info) {
+  static const char usage[] = "float32ToHalf(src: Float32Array, bf16: boolean, count, dst: Uint8Array)";
+  size_t argc = 4, src_length = 0, dst_length = 0;
+  napi_value argv[4];
+  bool bf16 = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
+      napi_get_value_bool(env, argv[1], &bf16) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  const float *src = f32_values(env, argv[0], &src_length, usage);
+  if (src == NULL) return NULL;
+  uint8_t *dst = u8_bytes(env, argv[3], &dst_length, usage);
+  if (dst == NULL) return NULL;
+  int64_t count = whole_arg(env, argv[2], "float32ToHalf: count must be a whole number");
+  if (count < 0) return NULL;
+  if (src_length < (uint64_t)count || dst_length / 2 < (uint64_t)count) {
+    napi_throw_range_error(env, "EINVAL", "float32ToHalf: src or dst is shorter than count needs");
+    return NULL;
+  }
+  return int_result(env, merge_encode16(src, bf16, (size_t)count, dst));
+}
+
+/*
+ * loraAddLowRank(values, rows, cols, left, right, rank, scaling, ratio, deltaDtype, magnitude | null): a LoRA
+ * update added to float32 `values` [rows × cols] in place (merge_kernels.c); left [rows × rank], right
+ * [cols × rank] and magnitude [rows] are Float32Arrays; deltaDtype 0 float32, 1 F16, 2 BF16.
+ */
+static napi_value lora_add_low_rank(napi_env env, napi_callback_info info) {
+  static const char usage[] =
+      "loraAddLowRank(values: Float32Array, rows, cols, left: Float32Array, right: Float32Array, rank, scaling, "
+      "ratio, deltaDtype, magnitude: Float32Array | null)";
+  size_t argc = 10, values_length = 0, left_length = 0, right_length = 0, magnitude_length = 0;
+  napi_value argv[10];
+  double scaling = 0, ratio = 0;
+  int32_t delta_dtype = 0;
+  napi_valuetype magnitude_type;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 10 ||
+      napi_get_value_double(env, argv[6], &scaling) != napi_ok ||
+      napi_get_value_double(env, argv[7], &ratio) != napi_ok ||
+      napi_get_value_int32(env, argv[8], &delta_dtype) != napi_ok || delta_dtype < 0 || delta_dtype > 2 ||
+      napi_typeof(env, argv[9], &magnitude_type) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  float *values = f32_values(env, argv[0], &values_length, usage);
+  if (values == NULL) return NULL;
+  const float *left = f32_values(env, argv[3], &left_length, usage);
+  if (left == NULL) return NULL;
+  const float *right = f32_values(env, argv[4], &right_length, usage);
+  if (right == NULL) return NULL;
+  const float *magnitude = NULL;
+  if (magnitude_type != napi_null) {
+    magnitude = f32_values(env, argv[9], &magnitude_length, usage);
+    if (magnitude == NULL) return NULL;
+  }
+  int64_t rows = whole_arg(env, argv[1], "loraAddLowRank: rows must be a whole number");
+  if (rows < 0) return NULL;
+  int64_t cols = whole_arg(env, argv[2], "loraAddLowRank: cols must be a whole number");
+  if (cols < 0) return NULL;
+  int64_t rank = whole_arg(env, argv[5], "loraAddLowRank: rank must be a whole number");
+  if (rank < 0) return NULL;
+  /* Each product below is at most the length of a typed array, so none overflows 2^63. */
+  if ((cols > 0 && (uint64_t)rows > values_length / (uint64_t)cols) ||
+      (rank > 0 && ((uint64_t)rows > left_length / (uint64_t)rank || (uint64_t)cols > right_length / (uint64_t)rank)) ||
+      (magnitude != NULL && magnitude_length < (uint64_t)rows)) {
+    napi_throw_range_error(env, "EINVAL", "loraAddLowRank: an array is shorter than rows, cols and rank need");
+    return NULL;
+  }
+  int simd = merge_add_low_rank(values, (size_t)rows, (size_t)cols, left, right, (size_t)rank, (float)scaling,
+                                (float)ratio, delta_dtype, magnitude);
+  if (simd < 0) {
+    napi_throw_error(env, "ENOMEM", "loraAddLowRank: out of memory");
+    return NULL;
+  }
+  return int_result(env, simd);
+}
+
 /* At most this many inputs to one linear merge call (mergekit configs merge a handful of models). */
 #define MERGE_MAX_INPUTS 64
 
@@ -278,5 +416,13 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     return NULL;
   }
   if (napi_set_named_property(env, exports, "mergeLinear16", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "halfToFloat32", NAPI_AUTO_LENGTH, half_to_float32, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "halfToFloat32", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "float32ToHalf", NAPI_AUTO_LENGTH, float32_to_half, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "float32ToHalf", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "loraAddLowRank", NAPI_AUTO_LENGTH, lora_add_low_rank, NULL, &fn) != napi_ok) {
+    return NULL;
+  }
+  if (napi_set_named_property(env, exports, "loraAddLowRank", fn) != napi_ok) return NULL;
   return exports;
 }

@@ -1,12 +1,15 @@
 /*
  * Merge kernels, native: the bytes of src/merge/kernels.ts's linear merge of 16-bit inputs (linearTable16Kernel with
- * productTable and the codecs' encoders), which reproduce mergekit's torch arithmetic. Every float32 step is one
+ * productTable and the codecs' encoders), which reproduce mergekit's torch arithmetic, of src/merge/lora.ts's LoRA
+ * update (addLowRank) and of the 16-bit codecs. Every float32 step is one
  * IEEE operation rounded to nearest even, in the same order as the JavaScript; nothing may be fused (binding.gyp
  * builds this with -ffp-contract=off). AVX2 + F16C where the CPU has them (chosen at run time), a portable loop
  * elsewhere.
  */
 #include "merge_kernels.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "half.h"
@@ -60,6 +63,51 @@ static void linear16_portable(const uint8_t *const *src, const float *w, size_t 
     uint16_t out = bf16 ? f32_to_bf16(acc) : half_f32_to_f16(acc);
     memcpy(dst + 2 * i, &out, 2);
   }
+}
+
+
+static void decode16_portable(const uint8_t *src, int bf16, size_t first, size_t count, float *dst) {
+  for (size_t i = first; i < count; i++) {
+    uint16_t h = load16(src + 2 * i);
+    dst[i] = bf16 ? bf16_to_f32(h) : half_f16_to_f32(h);
+  }
+}
+
+static void encode16_portable(const float *src, int bf16, size_t first, size_t count, uint8_t *dst) {
+  for (size_t i = first; i < count; i++) {
+    uint16_t h = bf16 ? f32_to_bf16(src[i]) : half_f32_to_f16(src[i]);
+    memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+/* Σ_k l[k] · r[k] in a double, k ascending: each product of two floats is exact in a double. */
+static inline double dot_rank(const float *l, const float *r, size_t rank) {
+  double s = 0;
+  for (size_t k = 0; k < rank; k++) s = s + (double)l[k] * (double)r[k];
+  return s;
+}
+
+/* One row's update from its dot products `dots` (cols doubles); returns Σ v² in a double, in column order. */
+static double finish_row(float *w, const double *dots, size_t cols, float scaling, float ratio, int delta_dtype,
+                         int want_square) {
+  double square = 0;
+  for (size_t c = 0; c < cols; c++) {
+    float d = (float)dots[c];
+    if (ratio != 1.0f) d = ratio * d;
+    float delta = d * scaling;
+    if (delta_dtype == 1) delta = half_f16_to_f32(half_f32_to_f16(delta));
+    else if (delta_dtype == 2) delta = round_bf16(delta);
+    float v = w[c] + delta;
+    w[c] = v;
+    if (want_square) square += (double)v * (double)v;
+  }
+  return square;
+}
+
+static void scale_row(float *w, size_t cols, float magnitude, double square) {
+  float norm = (float)sqrt(square);
+  float factor = magnitude / norm;
+  for (size_t c = 0; c < cols; c++) w[c] = factor * w[c];
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -124,6 +172,68 @@ AVX2 static size_t linear16_avx2(const uint8_t *const *src, const float *w, size
   return i;
 }
 
+
+AVX2 static size_t decode16_avx2(const uint8_t *src, int bf16, size_t count, float *dst) {
+  size_t i = 0;
+  if (bf16) {
+    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, load_bf16x8(src + 2 * i));
+  } else {
+    for (; i + 8 <= count; i += 8) {
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
+    }
+  }
+  return i;
+}
+
+AVX2 static size_t encode16_avx2(const float *src, int bf16, size_t count, uint8_t *dst) {
+  size_t i = 0;
+  if (bf16) {
+    for (; i + 8 <= count; i += 8) _mm_storeu_si128((__m128i *)(dst + 2 * i), to_bf16x8(_mm256_loadu_ps(src + i)));
+  } else {
+    for (; i + 8 <= count; i += 8) {
+      _mm_storeu_si128((__m128i *)(dst + 2 * i),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+  }
+  return i;
+}
+
+/*
+ * A row's dot products, 16 columns at a time across 4 accumulators of 4 doubles: rt is Rᵀ as doubles [rank × cols].
+ * fma(l, r, s) rounds l · r + s once, and l · r of two floats is exact in a double: the same double as the
+ * portable s + l · r.
+ */
+__attribute__((target("avx2,fma"))) static void dots_avx2(const float *l, const double *rt, size_t rank,
+                                                          size_t cols, double *dots) {
+  size_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t k = 0; k < rank; k++) {
+      const double *r = rt + k * cols + c;
+      __m256d lk = _mm256_set1_pd((double)l[k]);
+      a0 = _mm256_fmadd_pd(lk, _mm256_loadu_pd(r), a0);
+      a1 = _mm256_fmadd_pd(lk, _mm256_loadu_pd(r + 4), a1);
+      a2 = _mm256_fmadd_pd(lk, _mm256_loadu_pd(r + 8), a2);
+      a3 = _mm256_fmadd_pd(lk, _mm256_loadu_pd(r + 12), a3);
+    }
+    _mm256_storeu_pd(dots + c, a0);
+    _mm256_storeu_pd(dots + c + 4, a1);
+    _mm256_storeu_pd(dots + c + 8, a2);
+    _mm256_storeu_pd(dots + c + 12, a3);
+  }
+  for (; c < cols; c++) {
+    double s = 0;
+    for (size_t k = 0; k < rank; k++) s = s + (double)l[k] * rt[k * cols + c];
+    dots[c] = s;
+  }
+}
+
+static int have_avx2_fma(void) {
+  static int fma = -1;
+  if (fma < 0) fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return fma;
+}
+
 static int have_avx2(void) {
   static int avx2 = -1;
   if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
@@ -143,5 +253,69 @@ int merge_linear16(const uint8_t *const *src, const float *weights, size_t n, in
   }
 #endif
   linear16_portable(src, weights, n, bf16, normalize, divisor, done, count, dst);
+  return simd;
+}
+
+int merge_decode16(const uint8_t *src, int bf16, size_t count, float *dst) {
+  size_t done = 0;
+  int simd = 0;
+#ifdef MERGE_HAVE_AVX2
+  if (have_avx2()) {
+    done = decode16_avx2(src, bf16, count, dst);
+    simd = 1;
+  }
+#endif
+  decode16_portable(src, bf16, done, count, dst);
+  return simd;
+}
+
+int merge_encode16(const float *src, int bf16, size_t count, uint8_t *dst) {
+  size_t done = 0;
+  int simd = 0;
+#ifdef MERGE_HAVE_AVX2
+  if (have_avx2()) {
+    done = encode16_avx2(src, bf16, count, dst);
+    simd = 1;
+  }
+#endif
+  encode16_portable(src, bf16, done, count, dst);
+  return simd;
+}
+
+int merge_add_low_rank(float *values, size_t rows, size_t cols, const float *left, const float *right, size_t rank,
+                       float scaling, float ratio, int delta_dtype, const float *magnitude) {
+  double *dots = malloc(cols * sizeof(double));
+  if (dots == NULL) return -1;
+  int simd = 0;
+#ifdef MERGE_HAVE_AVX2
+  double *rt = NULL;
+  if (have_avx2_fma() && rank > 0 && cols <= SIZE_MAX / sizeof(double) / rank) {
+    rt = malloc(rank * cols * sizeof(double));
+  }
+  if (rt != NULL) {
+    for (size_t c = 0; c < cols; c++) {
+      for (size_t k = 0; k < rank; k++) rt[k * cols + c] = (double)right[c * rank + k];
+    }
+    simd = 1;
+  }
+#endif
+  for (size_t row = 0; row < rows; row++) {
+    const float *l = left + row * rank;
+#ifdef MERGE_HAVE_AVX2
+    if (rt != NULL) {
+      dots_avx2(l, rt, rank, cols, dots);
+    } else
+#endif
+    {
+      for (size_t c = 0; c < cols; c++) dots[c] = dot_rank(l, right + c * rank, rank);
+    }
+    float *w = values + row * cols;
+    double square = finish_row(w, dots, cols, scaling, ratio, delta_dtype, magnitude != NULL);
+    if (magnitude != NULL) scale_row(w, cols, magnitude[row], square);
+  }
+#ifdef MERGE_HAVE_AVX2
+  free(rt);
+#endif
+  free(dots);
   return simd;
 }

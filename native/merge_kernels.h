@@ -13,4 +13,20 @@
 int merge_linear16(const uint8_t *const *src, const float *weights, size_t n, int bf16, int normalize, float divisor,
                    size_t count, uint8_t *dst);
 
+/* `count` F16 (or BF16 when `bf16`) codes at `src` (any alignment) to float32, exactly (src/codecs/half.ts). */
+int merge_decode16(const uint8_t *src, int bf16, size_t count, float *dst);
+
+/* `count` float32 values to F16 (or BF16) codes at `dst` (any alignment), as src/codecs/half.ts encodes them. */
+int merge_encode16(const float *src, int bf16, size_t count, uint8_t *dst);
+
+/*
+ * A LoRA update added to `rows` rows of W in place (src/merge/lora.ts's addLowRank): W + round(fround(L @ Rᵀ) ·
+ * scaling), L [rows × rank], R [cols × rank] (rank innermost), each dot product summed in a double in k order;
+ * `ratio` (1: none) multiplies fround(L @ Rᵀ) first; `delta_dtype` (0 float32, 1 F16, 2 BF16) is the rounding of
+ * the update; with `magnitude` (DoRA) each row is then scaled by magnitude / ‖row‖. Returns 1 when the AVX2 + FMA
+ * kernel ran, 0 for the portable one, -1 when out of memory.
+ */
+int merge_add_low_rank(float *values, size_t rows, size_t cols, const float *left, const float *right, size_t rank,
+                       float scaling, float ratio, int delta_dtype, const float *magnitude);
+
 #endif

@@ -1,13 +1,16 @@
 /**
  * The addon's merge kernels (native/merge_kernels.c) against the pure ones they replace: the same bytes over every
  * F16 and BF16 code, random codes, weights that overflow, underflow into subnormals or cancel, with and without
- * normalize, one to three inputs, odd counts and unaligned inputs.
+ * normalize, one to three inputs, odd counts and unaligned inputs; the 16-bit codecs over every code and float32
+ * rounding edges; LoRA updates of odd shapes and ranks, with DoRA, ratios and 16-bit deltas.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { fromFloat32 } from "../src/codecs/index.js";
+import { fromFloat32, toFloat32 } from "../src/codecs/index.js";
+import { preferLoraKernels } from "../src/merge/fast-kernels.js";
 import { linearTable16Kernel, productTable, sumRounded } from "../src/merge/kernels.js";
-import { nativeLinear16Kernel } from "../src/merge/node-native.js";
+import { addLowRank, type LowRankFactors } from "../src/merge/lora.js";
+import { nativeLinear16Kernel, nativeLoraKernels } from "../src/merge/node-native.js";
 import { rounder } from "../src/merge/round.js";
 
 /** A seeded generator (mulberry32). */
@@ -170,4 +173,90 @@ test("merge kernels: the addon refuses mismatched arguments", (t) => {
   assert.throws(() => native([a], Float32Array.of(1), null, "F16", 9, new Uint8Array(18)), /shorter/);
   assert.throws(() => native([a], Float32Array.of(1), null, "F16", 8, new Uint8Array(14)), /shorter/);
   assert.throws(() => native([a, a], Float32Array.of(1), null, "F16", 8, new Uint8Array(16)), /one weight each/);
+});
+
+test("merge kernels: the addon's 16-bit codecs give the pure codecs' bytes", (t) => {
+  const native = nativeLoraKernels();
+  if (native === null) {
+    t.skip("the copy addon (build/Release/safetensors_copy.node, with halfToFloat32) is not built");
+    return;
+  }
+  const codes = new Uint16Array(65536 + 5);
+  for (let c = 0; c < codes.length; c++) codes[c] = c & 0xffff;
+  // float32 bit patterns: every exponent with random mantissas and signs, around every rounding edge.
+  const rand = random(5);
+  const bits = new Uint32Array(1 << 18);
+  for (let i = 0; i < bits.length; i++) {
+    const exponent = i & 0xff;
+    bits[i] = ((rand() < 0.5 ? 0x80000000 : 0) | (exponent << 23) | Math.floor(rand() * 0x800000)) >>> 0;
+    if (i % 7 === 0) bits[i] = (bits[i]! & 0xffffe000) | (i % 14 === 0 ? 0x1000 : 0x0fff); // F16 ties and near-ties
+    if (i % 11 === 0) bits[i] = (bits[i]! & 0xffff0000) | 0x8000; // BF16 ties
+  }
+  const values = new Float32Array(bits.buffer);
+  for (const dtype of ["F16", "BF16"] as const) {
+    for (const shift of [0, 1]) {
+      const src = new Uint8Array(codes.length * 2 + shift).subarray(shift);
+      src.set(new Uint8Array(codes.buffer));
+      const got = new Float32Array(codes.length);
+      native.decode16(src, dtype, codes.length, got);
+      const want = toFloat32(dtype, src, { count: codes.length });
+      assert.deepEqual(new Uint32Array(got.buffer), new Uint32Array(want.buffer), `${dtype} decode, shift ${shift}`);
+    }
+    for (const n of [values.length, values.length - 3]) {
+      const v = values.subarray(0, n);
+      assert.deepEqual(native.encode16(v, dtype), fromFloat32(dtype, v), `${dtype} encode of ${n}`);
+    }
+  }
+});
+
+test("merge kernels: the addon's LoRA update gives addLowRank's bytes", (t) => {
+  const native = nativeLoraKernels();
+  if (native === null) {
+    t.skip("the copy addon (build/Release/safetensors_copy.node, with loraAddLowRank) is not built");
+    return;
+  }
+  const rand = random(16);
+  const normal = () => (rand() + rand() + rand() - 1.5) * 0.05;
+  let cases = 0;
+  // Column counts around the 16-wide SIMD step, ranks around 4-term steps, DoRA, ratios and 16-bit deltas.
+  for (const [rows, cols, rank] of [
+    [7, 37, 16],
+    [5, 64, 1],
+    [3, 19, 3],
+    [4, 16, 8],
+    [2, 130, 5],
+  ] as const) {
+    for (const deltaDtype of ["F32", "F16", "BF16"] as const) {
+      for (const dora of [false, true]) {
+        for (const ratio of [1, 0.7]) {
+          const start = Float32Array.from({ length: rows * cols }, () => normal() * 20);
+          const left = Float32Array.from({ length: rows * rank }, normal);
+          const right = Float32Array.from({ length: cols * rank }, normal);
+          const magnitude = dora ? Float32Array.from({ length: rows }, () => 0.5 + rand()) : null;
+          const factors: LowRankFactors = {
+            left,
+            right,
+            rank,
+            scaling: 2 / Math.sqrt(rank),
+            magnitude,
+            deltaDtype,
+            ratio,
+            rows: null,
+          };
+          const want = start.slice();
+          preferLoraKernels(null);
+          addLowRank(want, rows, cols, factors);
+          const got = start.slice();
+          native.addLowRank(got, rows, cols, left, right, rank, factors.scaling, ratio, deltaDtype, magnitude);
+          assert.deepEqual(
+            new Uint32Array(got.buffer),
+            new Uint32Array(want.buffer),
+            `${rows}x${cols} r=${rank} ${deltaDtype} dora=${dora} ratio=${ratio}`,
+          );
+          cases++;
+        }
+      }
+    }
+  }
+  assert.equal(cases, 5 * 3 * 2 * 2);
 });

@@ -28,3 +28,39 @@ export function preferLinear16Kernel(kernel: Linear16Kernel | null): void {
 export function linear16Kernel(): Linear16Kernel | null {
   return linear16;
 }
+
+/** The LoRA bake's kernels: the bytes of the codecs' 16-bit decoder and encoder and of `addLowRank`. */
+export interface LoraKernels {
+  /** `count` F16 or BF16 codes to float32 in `out`. */
+  decode16(bytes: Uint8Array, dtype: "F16" | "BF16", count: number, out: Float32Array): void;
+  /** float32 values to F16 or BF16 codes. */
+  encode16(values: Float32Array, dtype: "F16" | "BF16"): Uint8Array;
+  /**
+   * A low-rank update added to float32 `values` [rows × cols] in place: `left` [rows × rank], `right` [cols × rank],
+   * `magnitude` [rows] or null, as `addLowRank` adds one (after restricting the factors to their rows).
+   */
+  addLowRank(
+    values: Float32Array,
+    rows: number,
+    cols: number,
+    left: Float32Array,
+    right: Float32Array,
+    rank: number,
+    scaling: number,
+    ratio: number,
+    deltaDtype: "F32" | "F16" | "BF16",
+    magnitude: Float32Array | null,
+  ): void;
+}
+
+let lora: LoraKernels | null = null;
+
+/** Use `kernels` for LoRA bakes in this thread (null: the pure kernels again). */
+export function preferLoraKernels(kernels: LoraKernels | null): void {
+  lora = kernels;
+}
+
+/** The registered LoRA bake kernels, or null. */
+export function loraKernels(): LoraKernels | null {
+  return lora;
+}

@@ -8,6 +8,7 @@
 import { fromFloat32, toFloat32 } from "../codecs/index.js";
 import type { Dtype } from "../format/dtypes.js";
 import { SafetensorError } from "../format/errors.js";
+import { loraKernels } from "./fast-kernels.js";
 import type { CatalogTensor } from "./plan.js";
 import { roundArray, rounder } from "./round.js";
 
@@ -327,6 +328,12 @@ export function addLowRank(values: Float32Array, rows: number, cols: number, fac
     addLowRank(values.subarray(first * cols, (first + count) * cols), count, cols, own);
     return;
   }
+  const fast = loraKernels();
+  if (fast !== null) {
+    const { scaling, ratio, deltaDtype } = factors;
+    fast.addLowRank(values, rows, cols, left, right, rank, scaling, ratio, deltaDtype, magnitude);
+    return;
+  }
   const round = rounder(factors.deltaDtype);
   const scaling = fround(factors.scaling);
   const ratio = fround(factors.ratio);
@@ -384,15 +391,18 @@ export interface BakeBlock {
 export function bakeBlock(block: BakeBlock): Uint8Array {
   const count = block.rows * block.cols;
   const values = new Float32Array(count);
+  const fast = loraKernels();
   if (block.start !== null) {
     values.set(block.start);
     roundArray(values, count, block.dtype);
-  } else toFloat32(block.dtype, block.raw!, { count, out: values });
+  } else if (fast !== null && block.dtype !== "F32") fast.decode16(block.raw!, block.dtype, count, values);
+  else toFloat32(block.dtype, block.raw!, { count, out: values });
   block.factors.forEach((f, i) => {
     addLowRank(values, block.rows, block.cols, f);
     // PEFT merges adapters one after the other into the weight, which is stored in its dtype in between.
     if (i < block.factors.length - 1 && block.roundBetween !== false) roundArray(values, count, block.dtype);
   });
   if (block.outDtype === "F32") return new Uint8Array(values.buffer);
+  if (fast !== null) return fast.encode16(values, block.outDtype);
   return fromFloat32(block.outDtype, values);
 }

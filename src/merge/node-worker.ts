@@ -4,9 +4,9 @@
  */
 import { parentPort } from "node:worker_threads";
 import { computeChunk, type SparsifyTask, sparsifyDelta } from "./execute.js";
-import { preferLinear16Kernel } from "./fast-kernels.js";
+import { preferLinear16Kernel, preferLoraKernels } from "./fast-kernels.js";
 import { type BakeBlock, bakeBlock } from "./lora.js";
-import { nativeLinear16Kernel } from "./node-native.js";
+import { nativeLinear16Kernel, nativeLoraKernels } from "./node-native.js";
 import type { TensorJob } from "./plan.js";
 
 type Request =
@@ -15,6 +15,7 @@ type Request =
   | { id: number; kind: "sparsify"; task: SparsifyTask };
 
 preferLinear16Kernel(nativeLinear16Kernel());
+preferLoraKernels(nativeLoraKernels());
 
 parentPort!.on("message", (request: Request) => {
   const id = request.id;
