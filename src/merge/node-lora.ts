@@ -10,6 +10,7 @@ import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
 import { type NodeOpenOptions, openAsync } from "../read/node-async.js";
 import { elementBytes, elementCount } from "./execute.js";
+import { preferLoraKernels } from "./fast-kernels.js";
 import { isKohyaLora, planKohya } from "./kohya.js";
 import {
   type AdapterInput,
@@ -21,9 +22,8 @@ import {
   parseAdapterConfig,
   planLora,
 } from "./lora.js";
-import { type OutputTensorSpec, outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
-import { preferLoraKernels } from "./fast-kernels.js";
 import { nativeLoraKernels } from "./node-native.js";
+import { type OutputTensorSpec, outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { ChunkPool } from "./node-pool.js";
 import { fileIn, type ModelSource, openModel, readSideFileAt } from "./node-source.js";
 
