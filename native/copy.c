@@ -8,7 +8,8 @@
  *   copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length, the same direct writes from the input's bytes
  *
  * and SIMD kernels of the GGUF converter (q8FromF16), of model merges (mergeLinear16) and LoRA bakes
- * (halfToFloat32, float32ToHalf, loraAddLowRank), on the calling thread.
+ * (halfToFloat32, float32ToHalf, loraAddLowRank) and TIES (keepSortedMagnitudes, subtract16, consensus2), on the calling
+ * thread.
  *
  * It copies with copy_file_range(2), in the kernel: the bytes never enter this process (and file systems that
  * share extents, such as XFS, Btrfs and NFS 4.2, may not copy them at all). Both positions are explicit, so neither
@@ -331,6 +332,103 @@ static napi_value lora_add_low_rank(napi_env env, napi_callback_info info) {
   return int_result(env, simd);
 }
 
+/*
+ * keepSortedMagnitudes(values: Float32Array, descending, from, to): keep the entries whose position after torch's
+ * unstable sort of the magnitudes is in [from, to), zero the others, in place (merge_kernels.c).
+ */
+static napi_value keep_sorted_magnitudes(napi_env env, napi_callback_info info) {
+  static const char usage[] = "keepSortedMagnitudes(values: Float32Array, descending: boolean, from, to)";
+  size_t argc = 4, length = 0;
+  napi_value argv[4];
+  bool descending = false;
+  double from = 0, to = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
+      napi_get_value_bool(env, argv[1], &descending) != napi_ok || napi_get_value_double(env, argv[2], &from) != napi_ok ||
+      napi_get_value_double(env, argv[3], &to) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  float *values = f32_values(env, argv[0], &length, usage);
+  if (values == NULL) return NULL;
+  if (length > 0x7fffffff || !(from >= -9007199254740991.0 && from <= 9007199254740991.0) ||
+      !(to >= -9007199254740991.0 && to <= 9007199254740991.0) || from != (double)(int64_t)from ||
+      to != (double)(int64_t)to) {
+    napi_throw_range_error(env, "EINVAL", "keepSortedMagnitudes: at most 2^31 - 1 values; whole-number bounds");
+    return NULL;
+  }
+  if (merge_keep_sorted(values, length, descending, (int64_t)from, (int64_t)to) < 0) {
+    napi_throw_error(env, "ENOMEM", "keepSortedMagnitudes: out of memory");
+    return NULL;
+  }
+  return int_result(env, 0);
+}
+
+/* subtract16(x: Float32Array, base: Float32Array, bf16, count): x - base rounded to F16 or BF16, in place. */
+static napi_value subtract16_js(napi_env env, napi_callback_info info) {
+  static const char usage[] = "subtract16(x: Float32Array, base: Float32Array, bf16: boolean, count)";
+  size_t argc = 4, x_length = 0, base_length = 0;
+  napi_value argv[4];
+  bool bf16 = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
+      napi_get_value_bool(env, argv[2], &bf16) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  float *x = f32_values(env, argv[0], &x_length, usage);
+  if (x == NULL) return NULL;
+  const float *base = f32_values(env, argv[1], &base_length, usage);
+  if (base == NULL) return NULL;
+  int64_t count = whole_arg(env, argv[3], "subtract16: count must be a whole number");
+  if (count < 0) return NULL;
+  if (x_length < (uint64_t)count || base_length < (uint64_t)count) {
+    napi_throw_range_error(env, "EINVAL", "subtract16: x or base is shorter than count needs");
+    return NULL;
+  }
+  return int_result(env, merge_subtract16(x, base, bf16, (size_t)count));
+}
+
+/*
+ * consensus2(base, a, b, weights, bf16, normalize, lambda, count, out): TIES's combination of two task vectors
+ * (Float32Arrays; weights: the two rounded weights and the rounded divisors of a alone, b alone and both).
+ */
+static napi_value consensus2_js(napi_env env, napi_callback_info info) {
+  static const char usage[] =
+      "consensus2(base, a, b, weights: Float32Array, bf16: boolean, normalize: boolean, lambda, count, out)";
+  size_t argc = 9, lengths[5] = {0, 0, 0, 0, 0};
+  napi_value argv[9];
+  bool bf16 = false, normalize = false;
+  double lambda = 1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 9 ||
+      napi_get_value_bool(env, argv[4], &bf16) != napi_ok || napi_get_value_bool(env, argv[5], &normalize) != napi_ok ||
+      napi_get_value_double(env, argv[6], &lambda) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  const float *base = f32_values(env, argv[0], &lengths[0], usage);
+  if (base == NULL) return NULL;
+  const float *a = f32_values(env, argv[1], &lengths[1], usage);
+  if (a == NULL) return NULL;
+  const float *b = f32_values(env, argv[2], &lengths[2], usage);
+  if (b == NULL) return NULL;
+  const float *w = f32_values(env, argv[3], &lengths[3], usage);
+  if (w == NULL) return NULL;
+  float *out = f32_values(env, argv[8], &lengths[4], usage);
+  if (out == NULL) return NULL;
+  int64_t count = whole_arg(env, argv[7], "consensus2: count must be a whole number");
+  if (count < 0) return NULL;
+  if (lengths[3] != 5) {
+    napi_throw_range_error(env, "EINVAL", "consensus2: weights must hold 5 values");
+    return NULL;
+  }
+  for (int k = 0; k < 5; k++) {
+    if (k != 3 && lengths[k] < (uint64_t)count) {
+      napi_throw_range_error(env, "EINVAL", "consensus2: an array is shorter than count needs");
+      return NULL;
+    }
+  }
+  return int_result(env, merge_consensus2(base, a, b, w, bf16, normalize, (float)lambda, (size_t)count, out));
+}
+
 /* At most this many inputs to one linear merge call (mergekit configs merge a handful of models). */
 #define MERGE_MAX_INPUTS 64
 
@@ -424,5 +522,11 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     return NULL;
   }
   if (napi_set_named_property(env, exports, "loraAddLowRank", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "keepSortedMagnitudes", NAPI_AUTO_LENGTH, keep_sorted_magnitudes, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "keepSortedMagnitudes", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "subtract16", NAPI_AUTO_LENGTH, subtract16_js, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "subtract16", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "consensus2", NAPI_AUTO_LENGTH, consensus2_js, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "consensus2", fn) != napi_ok) return NULL;
   return exports;
 }

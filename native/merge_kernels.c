@@ -319,3 +319,284 @@ int merge_add_low_rank(float *values, size_t rows, size_t cols, const float *lef
   free(dots);
   return simd;
 }
+
+/*
+ * torch's unstable sort of magnitudes, replayed (src/merge/torch-sort.ts, libstdc++'s std::sort as torch 2.x wheels
+ * run it over (value, index) pairs): only the ranges a boundary cuts are followed down. The steps and the comparator
+ * are those of the TypeScript replay, one for one, so the same entries are kept.
+ */
+#define SORT_THRESHOLD 16
+
+typedef struct {
+  float *v;
+  int32_t *ix;
+  int desc;
+  int64_t b0, b1; /* the boundaries; -1 when none */
+} pair_sorter;
+
+static inline int sort_comp(const pair_sorter *s, float a, float b) {
+  float x = fabsf(a), y = fabsf(b);
+  if (s->desc) return (x != x && y == y) || x > y;
+  return (x == x && y != y) || x < y;
+}
+
+static inline void sort_swap(pair_sorter *s, int64_t a, int64_t b) {
+  float tv = s->v[a];
+  s->v[a] = s->v[b];
+  s->v[b] = tv;
+  int32_t ti = s->ix[a];
+  s->ix[a] = s->ix[b];
+  s->ix[b] = ti;
+}
+
+static void sort_median_to_first(pair_sorter *s, int64_t result, int64_t a, int64_t b, int64_t c) {
+  const float *v = s->v;
+  if (sort_comp(s, v[a], v[b])) {
+    if (sort_comp(s, v[b], v[c])) sort_swap(s, result, b);
+    else if (sort_comp(s, v[a], v[c])) sort_swap(s, result, c);
+    else sort_swap(s, result, a);
+  } else if (sort_comp(s, v[a], v[c])) sort_swap(s, result, a);
+  else if (sort_comp(s, v[b], v[c])) sort_swap(s, result, c);
+  else sort_swap(s, result, b);
+}
+
+static int64_t sort_partition(pair_sorter *s, int64_t first, int64_t last, int64_t pivot) {
+  const float *v = s->v;
+  for (;;) {
+    while (sort_comp(s, v[first], v[pivot])) first++;
+    last--;
+    while (sort_comp(s, v[pivot], v[last])) last--;
+    if (!(first < last)) return first;
+    sort_swap(s, first, last);
+    first++;
+  }
+}
+
+static void sort_insertion(pair_sorter *s, int64_t first, int64_t last) {
+  float *v = s->v;
+  int32_t *ix = s->ix;
+  for (int64_t i = first + 1; i < last; i++) {
+    float val = v[i];
+    int32_t id = ix[i];
+    int64_t j = i;
+    while (j > first && sort_comp(s, val, v[j - 1])) {
+      v[j] = v[j - 1];
+      ix[j] = ix[j - 1];
+      j--;
+    }
+    v[j] = val;
+    ix[j] = id;
+  }
+}
+
+static void sort_push_heap(pair_sorter *s, int64_t first, int64_t hole, int64_t top, float val, int32_t id) {
+  float *v = s->v;
+  int32_t *ix = s->ix;
+  int64_t parent = (hole - 1) / 2;
+  while (hole > top && sort_comp(s, v[first + parent], val)) {
+    v[first + hole] = v[first + parent];
+    ix[first + hole] = ix[first + parent];
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  v[first + hole] = val;
+  ix[first + hole] = id;
+}
+
+static void sort_adjust_heap(pair_sorter *s, int64_t first, int64_t hole, int64_t len, float val, int32_t id) {
+  float *v = s->v;
+  int32_t *ix = s->ix;
+  int64_t top = hole, child = hole;
+  while (child < (len - 1) / 2) {
+    child = 2 * (child + 1);
+    if (sort_comp(s, v[first + child], v[first + child - 1])) child--;
+    v[first + hole] = v[first + child];
+    ix[first + hole] = ix[first + child];
+    hole = child;
+  }
+  if ((len & 1) == 0 && child == (len - 2) / 2) {
+    child = 2 * (child + 1);
+    v[first + hole] = v[first + child - 1];
+    ix[first + hole] = ix[first + child - 1];
+    hole = child - 1;
+  }
+  sort_push_heap(s, first, hole, top, val, id);
+}
+
+static void sort_heap(pair_sorter *s, int64_t first, int64_t last) {
+  float *v = s->v;
+  int32_t *ix = s->ix;
+  int64_t len = last - first;
+  if (len >= 2) {
+    for (int64_t parent = (len - 2) / 2;; parent--) {
+      sort_adjust_heap(s, first, parent, len, v[first + parent], ix[first + parent]);
+      if (parent == 0) break;
+    }
+  }
+  for (int64_t end = last; end - first > 1;) {
+    end--;
+    float val = v[end];
+    int32_t id = ix[end];
+    v[end] = v[first];
+    ix[end] = ix[first];
+    sort_adjust_heap(s, first, 0, end - first, val, id);
+  }
+}
+
+static inline int sort_cuts(const pair_sorter *s, int64_t first, int64_t last) {
+  return (s->b0 >= 0 && first < s->b0 && s->b0 < last) || (s->b1 >= 0 && first < s->b1 && s->b1 < last);
+}
+
+static void sort_intro(pair_sorter *s, int64_t first, int64_t last, int64_t depth) {
+  while (last - first > SORT_THRESHOLD) {
+    if (!sort_cuts(s, first, last)) return;
+    if (depth == 0) {
+      sort_heap(s, first, last);
+      return;
+    }
+    depth--;
+    int64_t mid = first + (last - first) / 2;
+    sort_median_to_first(s, first, first + 1, mid, last - 1);
+    int64_t cut = sort_partition(s, first + 1, last, first);
+    sort_intro(s, cut, last, depth);
+    last = cut;
+  }
+  if (sort_cuts(s, first, last)) sort_insertion(s, first, last);
+}
+
+int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int64_t to) {
+  int64_t n = (int64_t)count;
+  if (from >= to) {
+    memset(v, 0, count * sizeof(float));
+    return 0;
+  }
+  int32_t *ix = malloc(count * sizeof(int32_t) + 1);
+  if (ix == NULL) return -1;
+  for (int64_t i = 0; i < n; i++) ix[i] = (int32_t)i;
+  pair_sorter s = {v, ix, descending, from > 0 && from < n ? from : -1, to > 0 && to < n ? to : -1};
+  if (n > 1) {
+    int64_t depth = 0;
+    for (int64_t m = n; m > 1; m >>= 1) depth++; /* floor(log2(n)) */
+    sort_intro(&s, 0, n, 2 * depth);
+  }
+  for (int64_t i = 0; i < (from < 0 ? 0 : from) && i < n; i++) v[i] = 0;
+  for (int64_t i = to < 0 ? 0 : to; i < n; i++) v[i] = 0;
+  /* Scatter v[p] to index ix[p] along each cycle of the permutation; a visited position's index is stored as ~index. */
+  for (int64_t start = 0; start < n; start++) {
+    int32_t dest = ix[start];
+    if (dest < 0) continue;
+    float carried = v[start];
+    ix[start] = ~dest;
+    while (dest != start) {
+      int32_t next = ix[dest];
+      float displaced = v[dest];
+      ix[dest] = ~next;
+      v[dest] = carried;
+      carried = displaced;
+      dest = next;
+    }
+    v[start] = carried;
+  }
+  free(ix);
+  return 0;
+}
+
+/*
+ * Task arithmetic on float32 arrays of 16-bit values (src/merge/kernels.ts): subtractBase (x - base, rounded) and
+ * combineKernel's fused path for two task vectors with TIES's sign election. Each operation is one IEEE float32
+ * operation rounded to the dtype, in the TypeScript's order.
+ */
+static inline float round16(float x, int bf16) {
+  return bf16 ? round_bf16(x) : half_f16_to_f32(half_f32_to_f16(x));
+}
+
+static void subtract16_portable(float *x, const float *base, int bf16, size_t first, size_t count) {
+  for (size_t i = first; i < count; i++) x[i] = round16(x[i] - base[i], bf16);
+}
+
+/* w: the two rounded weights, then the rounded divisors of "only a", "only b" and "both". */
+static void consensus2_portable(const float *base, const float *a, const float *b, const float *w, int bf16,
+                                int normalize, float lambda, size_t first, size_t count, float *out) {
+  for (size_t i = first; i < count; i++) {
+    float x = round16(a[i] * w[0], bf16), y = round16(b[i] * w[1], bf16);
+    float sum = x + y;
+    int majority = sum >= 0 ? 1 : -1;
+    int keep_x = (x > 0 ? 1 : x < 0 ? -1 : 0) == majority, keep_y = (y > 0 ? 1 : y < 0 ? -1 : 0) == majority;
+    float v = round16(keep_x ? (keep_y ? sum : x) : keep_y ? y : 0.0f, bf16);
+    if (normalize) {
+      float divisor = keep_x ? (keep_y ? w[4] : w[2]) : keep_y ? w[3] : 1.0f;
+      v = round16(v / (divisor == 0 ? 1.0f : divisor), bf16);
+    }
+    if (lambda != 1.0f) v = round16(v * lambda, bf16);
+    out[i] = round16(base[i] + v, bf16);
+  }
+}
+
+#ifdef MERGE_HAVE_AVX2
+AVX2 static inline __m256 round16x8(__m256 x, int bf16) { return bf16 ? round_bf16x8(x) : round_f16x8(x); }
+
+AVX2 static size_t subtract16_avx2(float *x, const float *base, int bf16, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    _mm256_storeu_ps(x + i, round16x8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(base + i)), bf16));
+  }
+  return i;
+}
+
+AVX2 static size_t consensus2_avx2(const float *base, const float *a, const float *b, const float *w, int bf16,
+                                   int normalize, float lambda, size_t count, float *out) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), lam = _mm256_set1_ps(lambda);
+  const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]);
+  const __m256 da = _mm256_set1_ps(w[2]), db = _mm256_set1_ps(w[3]), dab = _mm256_set1_ps(w[4]);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 x = round16x8(_mm256_mul_ps(_mm256_loadu_ps(a + i), w0), bf16);
+    __m256 y = round16x8(_mm256_mul_ps(_mm256_loadu_ps(b + i), w1), bf16);
+    __m256 sum = _mm256_add_ps(x, y);
+    __m256 positive = _mm256_cmp_ps(sum, zero, _CMP_GE_OQ);
+    __m256 keep_x = _mm256_blendv_ps(_mm256_cmp_ps(x, zero, _CMP_LT_OQ), _mm256_cmp_ps(x, zero, _CMP_GT_OQ), positive);
+    __m256 keep_y = _mm256_blendv_ps(_mm256_cmp_ps(y, zero, _CMP_LT_OQ), _mm256_cmp_ps(y, zero, _CMP_GT_OQ), positive);
+    __m256 both = _mm256_and_ps(keep_x, keep_y);
+    __m256 v = _mm256_and_ps(keep_y, y);
+    v = _mm256_blendv_ps(v, x, keep_x);
+    v = round16x8(_mm256_blendv_ps(v, sum, both), bf16);
+    if (normalize) {
+      __m256 d = _mm256_blendv_ps(one, db, keep_y);
+      d = _mm256_blendv_ps(d, da, keep_x);
+      d = _mm256_blendv_ps(d, dab, both);
+      d = _mm256_blendv_ps(d, one, _mm256_cmp_ps(d, zero, _CMP_EQ_OQ));
+      v = round16x8(_mm256_div_ps(v, d), bf16);
+    }
+    if (lambda != 1.0f) v = round16x8(_mm256_mul_ps(v, lam), bf16);
+    _mm256_storeu_ps(out + i, round16x8(_mm256_add_ps(_mm256_loadu_ps(base + i), v), bf16));
+  }
+  return i;
+}
+#endif
+
+int merge_subtract16(float *x, const float *base, int bf16, size_t count) {
+  size_t done = 0;
+  int simd = 0;
+#ifdef MERGE_HAVE_AVX2
+  if (have_avx2()) {
+    done = subtract16_avx2(x, base, bf16, count);
+    simd = 1;
+  }
+#endif
+  subtract16_portable(x, base, bf16, done, count);
+  return simd;
+}
+
+int merge_consensus2(const float *base, const float *a, const float *b, const float *w, int bf16, int normalize,
+                     float lambda, size_t count, float *out) {
+  size_t done = 0;
+  int simd = 0;
+#ifdef MERGE_HAVE_AVX2
+  if (have_avx2()) {
+    done = consensus2_avx2(base, a, b, w, bf16, normalize, lambda, count, out);
+    simd = 1;
+  }
+#endif
+  consensus2_portable(base, a, b, w, bf16, normalize, lambda, done, count, out);
+  return simd;
+}

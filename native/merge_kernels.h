@@ -29,4 +29,21 @@ int merge_encode16(const float *src, int bf16, size_t count, uint8_t *dst);
 int merge_add_low_rank(float *values, size_t rows, size_t cols, const float *left, const float *right, size_t rank,
                        float scaling, float ratio, int delta_dtype, const float *magnitude);
 
+/*
+ * Keep, in place, the entries of `v` whose position after torch's unstable sort of their magnitudes (descending or
+ * not) is in [from, to), zero the others (src/merge/torch-sort.ts's replay). Returns 0, or -1 when out of memory.
+ */
+int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int64_t to);
+
+/* x - base in float32, rounded to F16 (BF16 when `bf16`), in place (subtractBase). Returns 1 when AVX2 ran. */
+int merge_subtract16(float *x, const float *base, int bf16, size_t count);
+
+/*
+ * combineKernel's two task vectors with TIES's sign election: a and b weighted by w[0] and w[1] (rounded), the
+ * majority's sum, divided (when `normalize`) by w[2] (a alone), w[3] (b alone) or w[4] (both), times `lambda`, added
+ * to `base`; every step rounded to the dtype. Returns 1 when AVX2 ran.
+ */
+int merge_consensus2(const float *base, const float *a, const float *b, const float *w, int bf16, int normalize,
+                     float lambda, size_t count, float *out);
+
 #endif

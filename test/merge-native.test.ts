@@ -2,16 +2,23 @@
  * The addon's merge kernels (native/merge_kernels.c) against the pure ones they replace: the same bytes over every
  * F16 and BF16 code, random codes, weights that overflow, underflow into subnormals or cancel, with and without
  * normalize, one to three inputs, odd counts and unaligned inputs; the 16-bit codecs over every code and float32
- * rounding edges; LoRA updates of odd shapes and ranks, with DoRA, ratios and 16-bit deltas.
+ * rounding edges; LoRA updates of odd shapes and ranks, with DoRA, ratios and 16-bit deltas; torch's sort replay over
+ * many equal magnitudes, NaN and signed zeros; TIES's subtraction and two-vector combination with special values.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { fromFloat32, toFloat32 } from "../src/codecs/index.js";
-import { preferLoraKernels } from "../src/merge/fast-kernels.js";
-import { linearTable16Kernel, productTable, sumRounded } from "../src/merge/kernels.js";
+import { preferKeepSortedKernel, preferLoraKernels, preferTaskKernels } from "../src/merge/fast-kernels.js";
+import { combineKernel, linearTable16Kernel, productTable, subtractBase, sumRounded } from "../src/merge/kernels.js";
 import { addLowRank, type LowRankFactors } from "../src/merge/lora.js";
-import { nativeLinear16Kernel, nativeLoraKernels } from "../src/merge/node-native.js";
-import { rounder } from "../src/merge/round.js";
+import {
+  nativeKeepSortedKernel,
+  nativeLinear16Kernel,
+  nativeLoraKernels,
+  nativeTaskKernels,
+} from "../src/merge/node-native.js";
+import { roundArray, rounder } from "../src/merge/round.js";
+import { keepSortedMagnitudes } from "../src/merge/torch-sort.js";
 
 /** A seeded generator (mulberry32). */
 function random(seed: number): () => number {
@@ -259,4 +266,106 @@ test("merge kernels: the addon's LoRA update gives addLowRank's bytes", (t) => {
     }
   }
   assert.equal(cases, 5 * 3 * 2 * 2);
+});
+
+test("merge kernels: the addon's replay of torch's sort keeps the entries the TypeScript replay keeps", (t) => {
+  const native = nativeKeepSortedKernel();
+  if (native === null) {
+    t.skip("the copy addon (build/Release/safetensors_copy.node, with keepSortedMagnitudes) is not built");
+    return;
+  }
+  const rand = random(2);
+  let cases = 0;
+  // F16-rounded task vectors hold many equal magnitudes (the replay's reason to exist); NaN and ±0 among them; sizes
+  // from the insertion-sort threshold to depths where the introsort's heapsort runs (few distinct values).
+  for (const n of [1, 2, 15, 17, 100, 1000, 65536, 300001]) {
+    for (const distinct of [3, 50, 4096]) {
+      const base = Float32Array.from({ length: n }, () => {
+        const x = Math.floor(rand() * distinct) - distinct / 2;
+        return rand() < 0.001 ? Number.NaN : x === 0 && rand() < 0.5 ? -0 : x / 64;
+      });
+      for (const descending of [true, false]) {
+        for (const [from, to] of [
+          [0, Math.trunc(n / 2)],
+          [Math.trunc(n / 10), n - Math.trunc(n / 7)],
+          [0, n],
+          [3, 2],
+          [-1, Math.trunc(n / 3)],
+        ] as const) {
+          const want = base.slice();
+          preferKeepSortedKernel(null);
+          keepSortedMagnitudes(want, descending, from, to);
+          const got = base.slice();
+          native(got, descending, from, to);
+          assert.deepEqual(
+            new Uint32Array(got.buffer),
+            new Uint32Array(want.buffer),
+            `n=${n} distinct=${distinct} descending=${descending} [${from}, ${to})`,
+          );
+          cases++;
+        }
+      }
+    }
+  }
+  assert.equal(cases, 8 * 3 * 2 * 5);
+});
+
+test("merge kernels: the addon's task arithmetic gives subtractBase's and combineKernel's bytes", (t) => {
+  const native = nativeTaskKernels();
+  if (native === null) {
+    t.skip("the copy addon (build/Release/safetensors_copy.node, with consensus2) is not built");
+    return;
+  }
+  const rand = random(3);
+  const n = 40003;
+  const special = [0, -0, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 65504, 6e-8, -3e-5];
+  let cases = 0;
+  for (const dtype of ["F16", "BF16"] as const) {
+    const round = rounder(dtype);
+    const values = () => {
+      const v = Float32Array.from({ length: n }, () =>
+        rand() < 0.02 ? special[Math.floor(rand() * special.length)]! : (rand() - 0.5) * (rand() < 0.5 ? 4 : 1e-3),
+      );
+      roundArray(v, n, dtype);
+      return v;
+    };
+    for (const [w0, w1] of [
+      [0.5, 0.5],
+      [0.7, -0.2],
+      [1, 0],
+      [3e-3, 1e4],
+    ]) {
+      for (const normalize of [true, false]) {
+        for (const lambda of [1, 0.8]) {
+          const base = values();
+          const xs = [values(), values()];
+          const weights = [round(w0!), round(w1!)];
+          const options = { consensus: true, normalize, lambda };
+          const run = (fast: boolean) => {
+            preferTaskKernels(fast ? native : null);
+            const deltas = xs.map((x) => x.slice());
+            subtractBase(deltas, base, dtype, n);
+            const subtracted = deltas.map((d) => d.slice());
+            const out = new Float32Array(n);
+            combineKernel(base, deltas, weights, options, dtype, out, n, new Float32Array(n));
+            preferTaskKernels(null);
+            return [...subtracted, out];
+          };
+          const want = run(false);
+          const got = run(true);
+          // The deltas: subtractBase's bytes. The combination: where two NaNs meet, either is right (see above).
+          for (let k = 0; k < 3; k++) {
+            const g = new Uint32Array(got[k]!.buffer);
+            const w = new Uint32Array(want[k]!.buffer);
+            for (let i = 0; i < n; i++) {
+              if (g[i] === w[i] || (Number.isNaN(got[k]![i]) && Number.isNaN(want[k]![i]))) continue;
+              assert.fail(`${dtype} w=${weights} normalize=${normalize} lambda=${lambda} array ${k} entry ${i}`);
+            }
+          }
+          cases++;
+        }
+      }
+    }
+  }
+  assert.equal(cases, 2 * 4 * 2 * 2);
 });

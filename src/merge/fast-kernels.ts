@@ -64,3 +64,54 @@ export function preferLoraKernels(kernels: LoraKernels | null): void {
 export function loraKernels(): LoraKernels | null {
   return lora;
 }
+
+/**
+ * `keepSortedMagnitudes`: keep, in place, the entries whose position after torch's unstable sort of the magnitudes
+ * (descending or not) is in [from, to), zero the others.
+ */
+export type KeepSortedKernel = (values: Float32Array, descending: boolean, from: number, to: number) => void;
+
+let keepSorted: KeepSortedKernel | null = null;
+
+/** Use `kernel` for torch's sort replay in this thread (null: the pure replay again). */
+export function preferKeepSortedKernel(kernel: KeepSortedKernel | null): void {
+  keepSorted = kernel;
+}
+
+/** The registered sort replay, or null. */
+export function keepSortedKernel(): KeepSortedKernel | null {
+  return keepSorted;
+}
+
+/** Task arithmetic over float32 arrays of 16-bit values: the bytes of `subtractBase` and of `combineKernel`. */
+export interface TaskKernels {
+  /** x - base, rounded to the dtype, in place. */
+  subtract16(x: Float32Array, base: Float32Array, dtype: "F16" | "BF16", count: number): void;
+  /**
+   * TIES's combination of two task vectors: `weights` holds the two rounded weights, then the rounded divisors of
+   * the first alone, the second alone and both.
+   */
+  consensus2(
+    base: Float32Array,
+    a: Float32Array,
+    b: Float32Array,
+    weights: Float32Array,
+    dtype: "F16" | "BF16",
+    normalize: boolean,
+    lambda: number,
+    count: number,
+    out: Float32Array,
+  ): void;
+}
+
+let task: TaskKernels | null = null;
+
+/** Use `kernels` for task arithmetic in this thread (null: the pure kernels again). */
+export function preferTaskKernels(kernels: TaskKernels | null): void {
+  task = kernels;
+}
+
+/** The registered task arithmetic kernels, or null. */
+export function taskKernels(): TaskKernels | null {
+  return task;
+}

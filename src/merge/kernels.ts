@@ -9,6 +9,7 @@
 import { toFloat32 } from "../codecs/index.js";
 import { SafetensorError } from "../format/errors.js";
 import type { MergeDtype } from "./config.js";
+import { taskKernels } from "./fast-kernels.js";
 import { type Round, roundArray, rounder } from "./round.js";
 import { keepSortedMagnitudes } from "./torch-sort.js";
 
@@ -132,7 +133,12 @@ export function passthroughKernel(
 
 /** x_i - base, in place (task vectors). */
 export function subtractBase(xs: readonly Float32Array[], base: Float32Array, dtype: MergeDtype, count: number): void {
+  const fast = taskKernels();
   for (const x of xs) {
+    if (fast !== null && dtype !== "F32") {
+      fast.subtract16(x, base, dtype, count);
+      continue;
+    }
     for (let i = 0; i < count; i++) x[i] = x[i]! - base[i]!;
     roundArray(x, count, dtype);
   }
@@ -161,6 +167,15 @@ export function combineKernel(
   scratch: Float32Array,
 ): void {
   const n = deltas.length;
+  const fast = taskKernels();
+  if (fast !== null && options.consensus && n === 2 && dtype !== "F32") {
+    const round = rounder(dtype);
+    const divisors = [weights[0]!, weights[1]!, weights[0]! + weights[1]!].map((w) => round(fround(w)));
+    const w = Float32Array.of(weights[0]!, weights[1]!, ...divisors);
+    const [a, b] = deltas as [Float32Array, Float32Array];
+    fast.consensus2(base, a, b, w, dtype, options.normalize, fround(options.lambda), count, out);
+    return;
+  }
   let plainDivisor = sumWeights(weights, rounder(dtype));
   if (Math.abs(plainDivisor) < 1e-8) plainDivisor = 1;
   for (let j = 0; j < n; j++) {

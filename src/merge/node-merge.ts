@@ -10,8 +10,8 @@ import { SafetensorError } from "../format/errors.js";
 import type { NodeOpenOptions } from "../read/node-async.js";
 import { type MergeConfig, parseMergeConfig } from "./config.js";
 import { computeChunk, executeJob, hasFastChunkKernel, isCopy, isElementWise, type MergeReader } from "./execute.js";
-import { preferLinear16Kernel } from "./fast-kernels.js";
-import { nativeLinear16Kernel } from "./node-native.js";
+import { preferKeepSortedKernel, preferLinear16Kernel, preferTaskKernels } from "./fast-kernels.js";
+import { nativeKeepSortedKernel, nativeLinear16Kernel, nativeTaskKernels } from "./node-native.js";
 import { outputBytes, sideFilesOf, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { ChunkPool } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
@@ -153,6 +153,8 @@ async function writeMerge(
   // With the addon's SIMD kernel a chunk takes well under a millisecond: it is computed here (handing it to a worker
   // cost more than computing it), and a merge whose every job has such a kernel starts no workers.
   preferLinear16Kernel(nativeLinear16Kernel());
+  preferKeepSortedKernel(nativeKeepSortedKernel());
+  preferTaskKernels(nativeTaskKernels());
   const needsPool = plan.jobs.some((job) => !isCopy(job) && !(isElementWise(job) && hasFastChunkKernel(job)));
   const pool = needsPool ? ChunkPool.create(options.threads) : null;
   const compute =

@@ -4,9 +4,9 @@
  */
 import { parentPort } from "node:worker_threads";
 import { computeChunk, type SparsifyTask, sparsifyDelta } from "./execute.js";
-import { preferLinear16Kernel, preferLoraKernels } from "./fast-kernels.js";
+import { preferKeepSortedKernel, preferLinear16Kernel, preferLoraKernels, preferTaskKernels } from "./fast-kernels.js";
 import { type BakeBlock, bakeBlock } from "./lora.js";
-import { nativeLinear16Kernel, nativeLoraKernels } from "./node-native.js";
+import { nativeKeepSortedKernel, nativeLinear16Kernel, nativeLoraKernels, nativeTaskKernels } from "./node-native.js";
 import type { TensorJob } from "./plan.js";
 
 type Request =
@@ -16,6 +16,8 @@ type Request =
 
 preferLinear16Kernel(nativeLinear16Kernel());
 preferLoraKernels(nativeLoraKernels());
+preferKeepSortedKernel(nativeKeepSortedKernel());
+preferTaskKernels(nativeTaskKernels());
 
 parentPort!.on("message", (request: Request) => {
   const id = request.id;

@@ -10,6 +10,8 @@
  * bits/stl_algo.h and bits/stl_heap.h, as torch 2.x wheels are built). Pure.
  */
 
+import { keepSortedKernel } from "./fast-kernels.js";
+
 /** `comp(a, b)` of torch's key comparators: descending (`a > b`, NaN first) or ascending (`a < b`, NaN last). */
 type Comp = (a: number, b: number) => boolean;
 
@@ -163,6 +165,11 @@ export function keepSortedMagnitudes(values: Float32Array, descendingOrder: bool
   const n = values.length;
   if (from >= to) {
     values.fill(0);
+    return;
+  }
+  const fast = keepSortedKernel();
+  if (fast !== null) {
+    fast(values, descendingOrder, from, to);
     return;
   }
   const v = values;
