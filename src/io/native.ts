@@ -480,20 +480,13 @@ export class Mapping {
 /** Reused by every open: the native call writes the head and [fd, size, dev, ino, journal] here, allocating nothing. */
 let headScratch = new Uint8Array(0);
 const headInfo = new Float64Array(5);
-/** Bumped by every open into `headScratch`: a head read by an earlier open is no longer there. */
-let headOpens = 0;
 
 /** An open regular file, its first bytes and what the open learnt about it. */
 export interface OpenedFile {
   fd: number;
   size: number;
-  /**
-   * The file's first bytes (at least its header when that fits in the bytes read at open). Read them through
-   * {@link headBytes}: they may be a view of a buffer the next open reuses (`headOpen` says which open).
-   */
+  /** The file's first bytes (at least its header when that fits in the bytes read at open), memory of its own. */
   head: Uint8Array;
-  /** The open whose bytes `head` views in the reused buffer, or -1 when `head` is memory of its own. */
-  headOpen: number;
   /** The file's identity (`fs.fstatSync`'s dev and ino), taken on the open descriptor. */
   dev: number;
   ino: number;
@@ -505,20 +498,12 @@ export interface OpenedFile {
 }
 
 /**
- * `head` (of an {@link OpenedFile}, opened as `headOpen`) while its bytes are still there, else null: a view, read-only
- * by contract, valid until the next open. Copying the head out of the reused buffer at every open (and the header
- * again out of that copy) were two ~5 KB off-heap allocations of a warm open of the benchmark's checkpoint, ~1.4 µs
- * each (a 5 KB `slice` measured alone; the open was ~20 µs).
- */
-export function headBytes(head: Uint8Array, headOpen: number): Uint8Array | null {
-  return headOpen < 0 || headOpen === headOpens ? head : null;
-}
-
-/**
  * Open a regular file read-only and read its first `headLength` bytes (fewer for a shorter file) in one native call,
  * with the stat of its edit journal's path when `journal` (what every reader checks); null without the addon. The
- * head is a view of a buffer the next call reuses (see {@link headBytes}), of the first `keep(buffer, bytes read, size)`
- * bytes read.
+ * head is a copy of the first `keep(buffer, bytes read, size)` bytes read. (It was a view of the reused buffer, valid
+ * until the next open, to save a ~5 KB copy per open: a process opening the 23 valid corpus files 100 times each and
+ * reading a tensor of each measured the same with and without that copy, cpu 0.665 vs 0.630 s median of 11
+ * interleaved runs, ratio 0.998, spread 0.93-1.17; so it was removed, issue 19.)
  * The caller owns (and closes) `fd`.
  */
 export function openHead(
@@ -538,10 +523,9 @@ export function openHead(
   }
   const size = headInfo[1]!;
   const state = headInfo[4];
-  // One view, of the bytes kept (a view of the bytes read first was a typed array more per open).
-  const head = headScratch.subarray(0, keep(headScratch, got, size));
+  const head = headScratch.slice(0, keep(headScratch, got, size));
   const journalState = state === 1 ? true : state === 0 ? false : undefined;
-  return new AddonOpenedFile(headInfo[0]!, size, head, ++headOpens, headInfo[2]!, headInfo[3]!, journalState);
+  return new AddonOpenedFile(headInfo[0]!, size, head, headInfo[2]!, headInfo[3]!, journalState);
 }
 
 /**
@@ -553,7 +537,6 @@ class AddonOpenedFile implements OpenedFile {
     readonly fd: number,
     readonly size: number,
     readonly head: Uint8Array,
-    readonly headOpen: number,
     readonly dev: number,
     readonly ino: number,
     readonly journal: boolean | undefined,

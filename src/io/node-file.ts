@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError, systemErrorText } from "../format/errors.js";
-import { headBytes, nativeHeaderScanner, type OpenedFile, openHead, preadParallel } from "./native.js";
+import { nativeHeaderScanner, type OpenedFile, openHead, preadParallel } from "./native.js";
 import { checkRange, type SyncByteSource } from "./source.js";
 
 /** Bytes read at open, enough for most headers: the header is then parsed without another read. */
@@ -39,7 +39,7 @@ export function openWithHead(path: string, journal = false): OpenedFile {
     // in place after the open reads the same with or without the addon.
     const kept = headToKeep(read, read.length, stat.size);
     const head = kept < read.length ? read.slice(0, kept) : read;
-    return { fd, size: stat.size, head, headOpen: -1, dev: stat.dev, ino: stat.ino, journal: undefined };
+    return { fd, size: stat.size, head, dev: stat.dev, ino: stat.ino, journal: undefined };
   } catch (error) {
     fs.closeSync(fd);
     throw ioError(error, `cannot read ${path}`);
@@ -105,15 +105,13 @@ export class PreadSource implements SyncByteSource {
   private fd: number | null;
 
   /**
-   * Takes ownership of `fd`; `head`, if given, holds the file's first bytes (served without a read while
-   * {@link headBytes} says they are there: `headOpen`, -1 when they are memory of their own).
+   * Takes ownership of `fd`; `initial`, if given, holds the file's first bytes (served without a read).
    */
   constructor(
     fd: number,
     byteLength: number,
     private readonly readFresh: OwnedReader = plainOwnedReader,
     private readonly initial: Uint8Array = new Uint8Array(0),
-    private readonly initialOpen = -1,
   ) {
     this.fd = fd;
     this.byteLength = byteLength;
@@ -125,7 +123,7 @@ export class PreadSource implements SyncByteSource {
 
   /** Over a file {@link openWithHead} opened (takes ownership of its descriptor). */
   static opened(file: OpenedFile, readFresh?: OwnedReader): PreadSource {
-    return new PreadSource(file.fd, file.size, readFresh, file.head, file.headOpen);
+    return new PreadSource(file.fd, file.size, readFresh, file.head);
   }
 
   get descriptor(): number {
@@ -158,7 +156,7 @@ export class PreadSource implements SyncByteSource {
   }
 
   head(): Uint8Array | null {
-    return this.fd === null ? null : headBytes(this.initial, this.initialOpen);
+    return this.fd === null ? null : this.initial;
   }
 
   /** Read into caller-provided memory (reused buffers avoid first-touch page faults). */

@@ -12,7 +12,7 @@
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { type MappedFile, mappedFile, registerBuffer, registerWindow } from "./file-views.js";
-import { headBytes, MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
+import { MAX_WINDOW_LENGTH, Mapping, nativeHeaderScanner, uncountedWindows } from "./native.js";
 import { ioError, type OpenedFile, openWithHead } from "./node-file.js";
 import { readOwnedFrom } from "./node-owned.js";
 import { checkRange, type SyncByteSource } from "./source.js";
@@ -50,14 +50,12 @@ export class MmapSource implements SyncByteSource {
   private readonly chunks: ArrayBuffer[] = [];
   private readonly shared = uncountedWindows();
   private closed = false;
-  /** The first bytes read at open (see `headBytes`: `initialOpen` says whether they are still there). */
+  /** The first bytes read at open. */
   private readonly initial: Uint8Array;
-  private readonly initialOpen: number;
 
   /** Takes ownership of the descriptor (kept open for owned copies, read with pread rather than page faults). */
   private constructor(opened: OpenedFile, path: string) {
     this.initial = opened.head;
-    this.initialOpen = opened.headOpen;
     this.byteLength = opened.size;
     this.fd = opened.fd;
     this.file = mappedFile(path, opened.dev, opened.ino);
@@ -145,7 +143,7 @@ export class MmapSource implements SyncByteSource {
   }
 
   head(): Uint8Array | null {
-    return this.closed ? null : headBytes(this.initial, this.initialOpen);
+    return this.closed ? null : this.initial;
   }
 
   /** Owned copies are read with pread into fresh memory (node-owned.ts), never served from the mapping. */

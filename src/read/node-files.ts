@@ -163,7 +163,8 @@ export function loadFile(path: string, options: LoadFileOptions = {}): Map<strin
  * benchmark's 48-tensor checkpoint, the first loadFile of a fresh process after a gc() (callgrind, instructions from
  * the call to its return): the ordinary way 1.13 M (~0.3 M of it opening, copying the head and building the source,
  * ~0.37 M the header object, ~0.47 M the mapping, window and views), this one 0.61 M; wall time 0.34 -> 0.24 ms
- * (median of 15, load ~2.5).
+ * (median of 15, load ~2.5). A whole process that loadFiles the 2.37 GiB checkpoint does not see it (54 ms cpu
+ * either way); the first call does, and that call is what issue 18's probe against the reference's load_file times.
  */
 function loadMapped(path: string, options: LoadFileOptions): Map<string, Tensor> | null {
   const backend = options.backend;
