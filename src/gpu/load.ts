@@ -50,6 +50,11 @@ export interface LoadToGpuOptions extends AsyncShardedOptions, HttpOptions {
   chunkBytes?: number;
   /** Reads in flight (default 4 for URLs, 2 otherwise). */
   concurrency?: number;
+  /**
+   * Bytes handed to the device's queue and not yet taken by it, at most (default 2 × chunkBytes). The queue keeps a
+   * copy of what `writeBuffer` is given in page memory until the device is done with it.
+   */
+  maxQueuedBytes?: number;
   /** A tensor larger than maxBufferSize is split along dim 0 into several buffers (`buffers`); else refused. */
   split?: boolean;
   /** The largest buffer to create (default and ceiling: the device's `limits.maxBufferSize`). */
@@ -139,6 +144,7 @@ export async function loadToGPU<B extends GpuBufferLike>(
     "concurrency",
     1,
   );
+  const maxQueued = integer(options.maxQueuedBytes, 2 * segmentBytes, "maxQueuedBytes", 1);
   const usage = (options.usage ?? BufferUsage.STORAGE | BufferUsage.COPY_SRC) | BufferUsage.COPY_DST;
   const opened = await openInput(source, { ...options, concurrency: Math.max(concurrency, 1) });
   const made: B[] = [];
@@ -167,7 +173,8 @@ export async function loadToGPU<B extends GpuBufferLike>(
       }),
     );
     if (plan.tensors.some((t) => t.conversion !== null)) converter = new Converter(device, segmentBytes);
-    await copyAll(device, opened.files, plan, buffers, converter, concurrency, segmentBytes, options);
+    const limits = { concurrency, chunkBytes: segmentBytes, maxQueued };
+    await copyAll(device, opened.files, plan, buffers, converter, limits, options);
     scopes = 0;
     const validation = await device.popErrorScope();
     const memory = await device.popErrorScope();
@@ -214,16 +221,15 @@ async function copyAll<B extends GpuBufferLike>(
   plan: LoadPlan,
   buffers: readonly (readonly B[])[],
   converter: Converter | null,
-  concurrency: number,
-  chunkBytes: number,
+  limits: { concurrency: number; chunkBytes: number; maxQueued: number },
   options: LoadToGpuOptions,
 ): Promise<void> {
+  const { concurrency, chunkBytes, maxQueued } = limits;
   const queue = device.queue as unknown as Queue;
   const signal = options.signal;
   const left = plan.tensors.map((t) => t.info.byteLength);
   let tensors = left.filter((n) => n === 0).length;
   let bytes = 0;
-  let sinceDrain = 0;
   let next = 0;
   const report = () =>
     options.onProgress?.({
@@ -233,10 +239,26 @@ async function copyAll<B extends GpuBufferLike>(
       totalTensors: plan.tensors.length,
     });
   report();
-  // The queue copies what writeBuffer is given, but the copies wait in page memory until the device takes them:
-  // every concurrency × chunkBytes written, wait for the device to catch up.
-  const drainEvery = concurrency * chunkBytes;
-  let draining: Promise<void> | null = null;
+  // The queue copies what writeBuffer is given, and the copies wait in page memory until the device takes them: a
+  // read's bytes go to the queue only while less than maxQueued is waiting there. When reads outran the device
+  // (served from the OPFS cache), waiting for the queue only every concurrency × chunkBytes let up to twice that
+  // pile up: the 2.37 GiB bench checkpoint from the cache peaked the renderer at 272-285 MiB, 4 reads of 4 MiB in
+  // flight (idle page 126 MiB).
+  let queued = 0;
+  const wake: (() => void)[] = [];
+  // Room is taken before the read's writes, in the turn the check passes: workers woken together do not all pass.
+  const room = async (n: number) => {
+    while (queued > 0 && queued + n > maxQueued) await new Promise<void>((resolve) => wake.push(resolve));
+    queued += n;
+  };
+  const submitted = (n: number) => {
+    const taken = () => {
+      queued -= n;
+      for (const resolve of wake.splice(0)) resolve();
+    };
+    // A lost device rejects here and again in the last onSubmittedWorkDone below, which reports it.
+    device.queue.onSubmittedWorkDone().then(taken, taken);
+  };
   const worker = async () => {
     try {
       await work();
@@ -258,25 +280,23 @@ async function copyAll<B extends GpuBufferLike>(
       const data = await files[read.file]!.readInto(read.start, length, staging, { signal });
       staging = new Uint8Array(data.buffer, data.byteOffset, chunkBytes);
       throwIfAborted(signal);
-      for (const segment of read.segments) {
-        const tensor = plan.tensors[segment.tensor]!;
-        const bytesOf = data.subarray(segment.start - read.start, segment.start - read.start + segment.length);
-        const out = buffers[segment.tensor]![segment.part]!;
-        if (tensor.conversion === null) writePadded(queue, out, segment.outOffset, bytesOf);
-        else converter!.run(tensor.conversion, tensor.info.dtype, bytesOf, out, segment.outOffset);
-        bytes += segment.length;
-        left[segment.tensor]! -= segment.length;
-        if (left[segment.tensor] === 0) tensors++;
+      await room(data.length);
+      try {
+        throwIfAborted(signal);
+        for (const segment of read.segments) {
+          const tensor = plan.tensors[segment.tensor]!;
+          const bytesOf = data.subarray(segment.start - read.start, segment.start - read.start + segment.length);
+          const out = buffers[segment.tensor]![segment.part]!;
+          if (tensor.conversion === null) writePadded(queue, out, segment.outOffset, bytesOf);
+          else converter!.run(tensor.conversion, tensor.info.dtype, bytesOf, out, segment.outOffset);
+          bytes += segment.length;
+          left[segment.tensor]! -= segment.length;
+          if (left[segment.tensor] === 0) tensors++;
+        }
+      } finally {
+        submitted(data.length); // also on failure: the room taken is given back, and no other worker waits on it
       }
       report();
-      sinceDrain += data.length;
-      if (sinceDrain >= drainEvery) {
-        sinceDrain = 0;
-        draining = device.queue.onSubmittedWorkDone();
-      }
-      if (draining) await draining;
-      draining = null;
-      throwIfAborted(signal);
     }
   };
   const workers = Array.from({ length: Math.min(concurrency, plan.reads.length) }, worker);
