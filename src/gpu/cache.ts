@@ -32,6 +32,10 @@ export const DEFAULT_CACHE_BLOCK_BYTES = 4 << 20;
 export const DEFAULT_CACHE_MAX_BYTES = 4 * 2 ** 30;
 /** Bytes covered by one stored SHA-256. */
 export const CACHE_PIECE_BYTES = 256 << 10;
+/** Fetched blocks held while they are written (`WeightCacheOptions.pendingBlocks`). */
+export const DEFAULT_CACHE_PENDING_BLOCKS = 4;
+/** Bytes per `write` to a block file: each write is copied once more on its way to the browser process. */
+const WRITE_BYTES = 1 << 20;
 const HASH = 32;
 
 export interface WeightCacheOptions {
@@ -45,6 +49,11 @@ export interface WeightCacheOptions {
   persist?: boolean;
   /** A directory to use instead of `navigator.storage.getDirectory()`. */
   directory?: FileSystemDirectoryHandle;
+  /**
+   * Fetched blocks held in page memory while they are hashed and written (default 4): reads wait for one of them to
+   * be written when all are taken. Page memory for filling the cache is this × `blockBytes`, however large the file.
+   */
+  pendingBlocks?: number;
 }
 
 export interface CacheEntryInfo {
@@ -149,7 +158,8 @@ export async function openWeightCache(options: WeightCacheOptions = {}): Promise
   if (blockBytes % CACHE_PIECE_BYTES !== 0) {
     throw new SafetensorError("InvalidOption", `blockBytes must be a multiple of ${CACHE_PIECE_BYTES}`);
   }
-  const cache = new WeightCache(dir, positive(maxBytes, maxBytes, "maxBytes"), blockBytes);
+  const pendingBlocks = positive(options.pendingBlocks, DEFAULT_CACHE_PENDING_BLOCKS, "pendingBlocks");
+  const cache = new WeightCache(dir, positive(maxBytes, maxBytes, "maxBytes"), blockBytes, pendingBlocks);
   await cache.load();
   if (options.persist) await cache.persist();
   return cache;
@@ -158,13 +168,50 @@ export async function openWeightCache(options: WeightCacheOptions = {}): Promise
 export class WeightCache implements SourceCache {
   readonly stats: CacheStats = { networkBytes: 0, cacheBytes: 0, corruptPieces: 0, uncachedBytes: 0 };
   private readonly entries = new Map<string, Entry>();
+  /** Block buffers not in use, and how many exist; reads waiting for one. */
+  private readonly free: ArrayBuffer[] = [];
+  private allocated = 0;
+  private readonly waiting: (() => void)[] = [];
+  /** Bytes of blocks being written (counted against maxBytes with the stored ones). */
+  private reserved = 0;
 
   /** @internal Use `openWeightCache`. */
   constructor(
     private readonly dir: FileSystemDirectoryHandle,
     readonly maxBytes: number,
     readonly blockBytes: number,
+    readonly pendingBlocks: number = DEFAULT_CACHE_PENDING_BLOCKS,
   ) {}
+
+  /**
+   * @internal A buffer of at least `bytes` to fetch a block into, reused from blocks already written: at most
+   * `pendingBlocks` of them exist (waits for one while all are taken). A fresh buffer per fetched block was garbage
+   * the renderer's memory peaked on until the collector ran.
+   */
+  async takeBuffer(bytes: number, signal: AbortSignal | undefined): Promise<ArrayBuffer> {
+    for (;;) {
+      throwIfAborted(signal);
+      const index = this.free.findIndex((b) => b.byteLength >= bytes);
+      if (index >= 0) return this.free.splice(index, 1)[0]!;
+      if (this.allocated < this.pendingBlocks) {
+        this.allocated++;
+        return new ArrayBuffer(Math.max(bytes, this.blockBytes));
+      }
+      if (this.free.length > 0) {
+        this.free.shift(); // too small (an entry with other blocks): make room for one that fits
+        this.allocated--;
+        continue;
+      }
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    }
+  }
+
+  /** @internal A buffer from `takeBuffer` back (a failed BYOB read may have detached it: then it is made anew). */
+  giveBuffer(buffer: ArrayBuffer): void {
+    if (buffer.byteLength === 0) this.allocated--;
+    else this.free.push(buffer);
+    this.waiting.shift()?.();
+  }
 
   /** @internal Read every entry's meta and block list. Entries that cannot be read are removed. */
   async load(): Promise<void> {
@@ -298,19 +345,28 @@ export class WeightCache implements SourceCache {
     return { source, head };
   }
 
-  /** @internal Make room for `bytes` more by evicting least recently used entries not in use; false if impossible. */
+  /**
+   * @internal Reserve room for `bytes` more (give it back with `freeRoom` once written or not), evicting least
+   * recently used entries not in use; false if impossible. The check and the reservation happen in one turn: blocks
+   * written at the same time cannot all fit in the same room.
+   */
   async makeRoom(bytes: number): Promise<boolean> {
-    let total = this.totalBytes;
-    if (total + bytes <= this.maxBytes) return true;
-    const candidates = [...this.entries.values()]
-      .filter((e) => e.users === 0)
-      .sort((a, b) => a.meta.lastUsed - b.meta.lastUsed);
-    for (const entry of candidates) {
-      total -= this.storedBytes(entry);
-      await this.delete(entry.meta.url);
-      if (total + bytes <= this.maxBytes) return true;
+    for (;;) {
+      if (this.totalBytes + this.reserved + bytes <= this.maxBytes) {
+        this.reserved += bytes;
+        return true;
+      }
+      const oldest = [...this.entries.values()]
+        .filter((e) => e.users === 0)
+        .sort((a, b) => a.meta.lastUsed - b.meta.lastUsed)[0];
+      if (oldest === undefined) return false;
+      await this.delete(oldest.meta.url);
     }
-    return false;
+  }
+
+  /** @internal Room reserved by `makeRoom` back: the block is now stored (and counted) or given up. */
+  freeRoom(bytes: number): void {
+    this.reserved -= bytes;
   }
 
   /** @internal An entry dropped because its source changed while in use. */
@@ -361,16 +417,31 @@ async function writeFile(dir: FileSystemDirectoryHandle, name: string, parts: Ui
   }
 }
 
+/** A block being fetched or written, and the reads still copying from it. */
+interface PendingBlock {
+  readonly bytes: Promise<Uint8Array>;
+  readers: number;
+  /** Give the block's buffer back to the cache once it is written and no read copies from it. */
+  release(): void;
+}
+
 /**
  * Reads of one URL through the cache: stored blocks from OPFS (checked piece by piece), missing ones fetched from
- * the server whole (stored before the read returns), each block fetched once however many reads ask for it at the
- * same time.
+ * the server whole (and written behind the read, at most `pendingBlocks` held), each block fetched once however
+ * many reads ask for it at the same time.
  */
 class CachedSource implements ByteSource {
   readonly kind = "http";
   readonly remote = true;
   readonly byteLength: number;
-  private readonly pending = new Map<number, Promise<Uint8Array>>();
+  private readonly pending = new Map<number, PendingBlock>();
+  /**
+   * Buffers for the partly read 256 KiB pieces at a read's ends (hashed whole), reused: one fresh buffer each was
+   * garbage of 2 × 256 KiB per read.
+   */
+  private readonly scratch: ArrayBuffer[] = [];
+  /** Blocks being hashed and written (close waits for them). */
+  private readonly writes = new Set<Promise<void>>();
   private closed = false;
 
   constructor(
@@ -400,7 +471,8 @@ class CachedSource implements ByteSource {
         const b = first + k;
         const from = Math.max(offset, b * size);
         const to = Math.min(offset + length, (b + 1) * size);
-        out.set(await this.blockPart(entry, b, from - b * size, to - b * size, options), from - offset);
+        const into = () => out.subarray(from - offset, to - offset);
+        await this.blockPart(entry, b, from - b * size, to - b * size, into, options);
       }),
     );
     throwIfAborted(options.signal);
@@ -422,10 +494,12 @@ class CachedSource implements ByteSource {
     const size = entry.meta.blockBytes;
     const first = Math.floor(offset / size);
     const last = Math.floor((offset + length - 1) / size);
-    const part = (b: number) => {
+    const part = async (b: number) => {
       const from = Math.max(offset, b * size);
       const to = Math.min(offset + length, (b + 1) * size);
-      return this.blockPart(entry, b, from - b * size, to - b * size, options);
+      const chunk = new Uint8Array(to - from); // the sink may keep it: not a cache buffer
+      await this.blockPart(entry, b, from - b * size, to - b * size, () => chunk, options);
+      return chunk;
     };
     let next = part(first);
     for (let b = first; b <= last; b++) {
@@ -469,16 +543,16 @@ class CachedSource implements ByteSource {
       const b = Math.floor(pos / size);
       const end = Math.min(offset + length, (b + 1) * size);
       const [from, to] = [pos - b * size, end - b * size];
-      if (!(entry.blocks.has(b) && (await this.readStoredInto(entry, b, from, to, state, pos - offset)))) {
+      const inMemory = this.pending.has(b);
+      if (inMemory || !(entry.blocks.has(b) && (await this.readStoredInto(entry, b, from, to, state, pos - offset)))) {
         if (state.buffer.byteLength === 0) {
           // A failed BYOB read kept the buffer it was given: start over in a new one.
           state.buffer = new ArrayBuffer(state.base + length);
           pos = offset;
           continue;
         }
-        new Uint8Array(state.buffer, state.base + pos - offset, end - pos).set(
-          await this.blockPart(entry, b, from, to, options),
-        );
+        const at = state.base + pos - offset;
+        await this.blockPart(entry, b, from, to, () => new Uint8Array(state.buffer, at, end - pos), options);
       }
       pos = end;
       throwIfAborted(options.signal);
@@ -514,19 +588,25 @@ class CachedSource implements ByteSource {
         const start = p * CACHE_PIECE_BYTES;
         const end = Math.min(length, start + CACHE_PIECE_BYTES);
         const inside = start >= m0 && end <= m1;
-        const piece = inside
-          ? new Uint8Array(state.buffer, state.base + at + start - from, end - start)
-          : new Uint8Array(await file.slice(start, end).arrayBuffer());
-        if (!equalBytes(await sha256(piece), hashes.subarray((p - p0) * HASH, (p - p0 + 1) * HASH))) {
-          this.cache.stats.corruptPieces++;
-          throw new Error("damaged");
-        }
-        if (!inside) {
-          const lo = Math.max(start, from);
-          const hi = Math.min(end, to);
-          new Uint8Array(state.buffer, state.base + at + lo - from, hi - lo).set(
-            piece.subarray(lo - start, hi - start),
-          );
+        const own = inside ? null : { buffer: this.scratch.pop() ?? new ArrayBuffer(CACHE_PIECE_BYTES), base: 0 };
+        try {
+          if (own) await readBlobInto(file.slice(start, end), own, 0);
+          const piece = own
+            ? new Uint8Array(own.buffer, 0, end - start)
+            : new Uint8Array(state.buffer, state.base + at + start - from, end - start);
+          if (!equalBytes(await sha256(piece), hashes.subarray((p - p0) * HASH, (p - p0 + 1) * HASH))) {
+            this.cache.stats.corruptPieces++;
+            throw new Error("damaged");
+          }
+          if (own) {
+            const lo = Math.max(start, from);
+            const hi = Math.min(end, to);
+            new Uint8Array(state.buffer, state.base + at + lo - from, hi - lo).set(
+              piece.subarray(lo - start, hi - start),
+            );
+          }
+        } finally {
+          if (own && own.buffer.byteLength > 0) this.scratch.push(own.buffer);
         }
       }
       this.cache.stats.cacheBytes += to - from;
@@ -539,42 +619,86 @@ class CachedSource implements ByteSource {
   }
 
   /**
-   * Bytes [from, to) of block `b`: stored (and checked), or being fetched by another read, or fetched now (whole,
-   * then stored). Checking `pending` and setting it happen in one turn, so no block is fetched twice at once.
+   * Bytes [from, to) of block `b` into `into`: from memory while the block is being fetched or written, else stored
+   * (and checked), else fetched now, whole, into a buffer of the cache's (`takeBuffer`). The read goes on as soon as
+   * its bytes are copied; the block is hashed and written behind it and its buffer reused once written and copied by
+   * every read that asked for it. Checking `pending` and setting it happen in one turn, so no block is fetched twice.
    */
   private async blockPart(
     entry: Entry,
     b: number,
     from: number,
     to: number,
+    into: () => Uint8Array,
     options: ReadOptions,
-  ): Promise<Uint8Array> {
-    if (entry.blocks.has(b)) {
-      const stored = await this.readStored(entry, b, from, to);
-      if (stored) return stored;
-    }
+  ): Promise<void> {
     let block = this.pending.get(b);
-    if (block === undefined) {
-      const start = b * entry.meta.blockBytes;
-      const count = blockLength(entry.meta, b);
-      block = this.fetchInto(start, count, options).then(async (payload) => {
-        await this.store(entry, b, payload);
-        return payload;
-      });
-      this.pending.set(b, block);
-      const done = () => this.pending.delete(b);
-      block.then(done, done);
+    if (block === undefined && entry.blocks.has(b)) {
+      const stored = await this.readStored(entry, b, from, to);
+      if (stored) {
+        into().set(stored);
+        return;
+      }
+      block = this.pending.get(b);
     }
-    return (await block).subarray(from, to);
+    if (block === undefined) block = this.fetchBlock(entry, b, options);
+    block.readers++;
+    try {
+      const bytes = await block.bytes;
+      into().set(bytes.subarray(from, to));
+    } finally {
+      block.readers--;
+      block.release();
+    }
+  }
+
+  /** Fetch block `b` into a cache buffer; write it behind the reads that wait for it. */
+  private fetchBlock(entry: Entry, b: number, options: ReadOptions): PendingBlock {
+    const start = b * entry.meta.blockBytes;
+    const count = blockLength(entry.meta, b);
+    let buffer: ArrayBuffer | null = null;
+    let written = false;
+    const block: PendingBlock = {
+      readers: 0,
+      bytes: (async () => {
+        buffer = await this.cache.takeBuffer(count, options.signal);
+        const bytes = await this.fetchInto(start, count, new Uint8Array(buffer, 0, count), options);
+        buffer = bytes.buffer as ArrayBuffer;
+        return bytes;
+      })(),
+      release: () => {
+        if (!(written && block.readers === 0) || buffer === null) return;
+        this.cache.giveBuffer(buffer);
+        buffer = null;
+      },
+    };
+    this.pending.set(b, block);
+    const done = block.bytes.then(
+      (bytes) => this.store(entry, b, bytes),
+      () => {},
+    );
+    this.writes.add(done);
+    done.then(() => {
+      this.writes.delete(done);
+      if (this.pending.get(b) === block) this.pending.delete(b);
+      written = true;
+      block.release();
+    });
+    return block;
   }
 
   /**
-   * A block from the server, read straight into a buffer of its size (BYOB): a 600 MiB checkpoint loaded while
-   * filling the cache peaked the renderer at 348 MiB with whole-body reads (`read`), 264 MiB with this (idle 126).
+   * A block from the server, read straight into `target` (BYOB): a 600 MiB checkpoint loaded while filling the
+   * cache peaked the renderer at 348 MiB with whole-body reads (`read`), 264 MiB with this (idle 126).
    */
-  private async fetchInto(offset: number, length: number, options: ReadOptions): Promise<Uint8Array> {
+  private async fetchInto(
+    offset: number,
+    length: number,
+    target: Uint8Array,
+    options: ReadOptions,
+  ): Promise<Uint8Array> {
     try {
-      const bytes = await this.inner.readInto(offset, length, new Uint8Array(length), options);
+      const bytes = await this.inner.readInto(offset, length, target, options);
       this.cache.stats.networkBytes += bytes.length;
       return bytes;
     } catch (error) {
@@ -601,17 +725,21 @@ class CachedSource implements ByteSource {
       this.cache.stats.uncachedBytes += payload.length;
       return;
     }
-    const pieces = Math.ceil(payload.length / CACHE_PIECE_BYTES);
-    const hashes = new Uint8Array(pieces * HASH);
-    for (let p = 0; p < pieces; p++) {
-      hashes.set(await sha256(payload.subarray(p * CACHE_PIECE_BYTES, (p + 1) * CACHE_PIECE_BYTES)), p * HASH);
-    }
     try {
-      await writeFile(entry.dir, `b${b}`, [payload, hashes]);
+      const pieces = Math.ceil(payload.length / CACHE_PIECE_BYTES);
+      const hashes = new Uint8Array(pieces * HASH);
+      for (let p = 0; p < pieces; p++) {
+        hashes.set(await sha256(payload.subarray(p * CACHE_PIECE_BYTES, (p + 1) * CACHE_PIECE_BYTES)), p * HASH);
+      }
+      const parts: Uint8Array[] = [];
+      for (let at = 0; at < payload.length; at += WRITE_BYTES) parts.push(payload.subarray(at, at + WRITE_BYTES));
+      await writeFile(entry.dir, `b${b}`, [...parts, hashes]);
       if (this.cache.holds(entry)) entry.blocks.add(b);
     } catch {
       // A full disk or a removed entry: the bytes are still served, just not kept.
       this.cache.stats.uncachedBytes += payload.length;
+    } finally {
+      this.cache.freeRoom(payload.length);
     }
   }
 
@@ -649,7 +777,8 @@ class CachedSource implements ByteSource {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.allSettled([...this.pending.values()]);
+    await Promise.allSettled([...this.pending.values()].map((p) => p.bytes));
+    await Promise.allSettled([...this.writes]);
     if (this.entry) this.entry.users--;
     await this.inner.close();
   }

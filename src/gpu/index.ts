@@ -6,6 +6,7 @@ export {
   DEFAULT_CACHE_BLOCK_BYTES,
   DEFAULT_CACHE_MAX_BYTES,
   DEFAULT_CACHE_NAME,
+  DEFAULT_CACHE_PENDING_BLOCKS,
   openWeightCache,
   WeightCache,
   type WeightCacheOptions,
