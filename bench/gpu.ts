@@ -49,6 +49,8 @@ const dir = path.resolve(args.dir ?? process.env.SAFETENSORS_BENCH_DIR ?? path.j
 const checkpoint = path.join(dir, CHECKPOINT_NAME);
 /** loadToGPU's options in the `ours` rows (JSON), for trying other chunk sizes and concurrencies. */
 const oursOptions = JSON.parse(process.env.GPU_BENCH_OPTIONS ?? "{}") as Record<string, unknown>;
+/** openWeightCache's options in the cached rows (JSON), for trying other block sizes and pendingBlocks. */
+const cacheOptions = JSON.parse(process.env.GPU_BENCH_CACHE_OPTIONS ?? "{}") as Record<string, unknown>;
 
 /**
  * The page of one load: the library and a device, then the load, its result sent to the bench's report server (a
@@ -95,8 +97,8 @@ const LOADERS: Record<string, string> = {
     await device.queue.onSubmittedWorkDone();
     return { ms: performance.now() - t0, bytes, tensors };
   }`,
-  ours: `async (url, cached, options) => {
-    const cache = cached ? await st.openWeightCache() : undefined;
+  ours: `async (url, cached, options, cacheOptions) => {
+    const cache = cached ? await st.openWeightCache(cacheOptions) : undefined;
     const t0 = performance.now();
     const map = await st.loadToGPU(device, url, { ...options, cache });
     const ms = performance.now() - t0;
@@ -378,8 +380,8 @@ async function main(): Promise<void> {
         ["naive cold", naive, LOADERS.naive!, [url]],
         ["naive again", naive, LOADERS.naive!, [url]],
         ["ours cold", fresh(), LOADERS.ours!, [url, false, oursOptions]],
-        ["ours cold+cache", cached, LOADERS.ours!, [url, true, oursOptions]],
-        ["ours from cache", cached, LOADERS.ours!, [url, true, oursOptions]],
+        ["ours cold+cache", cached, LOADERS.ours!, [url, true, oursOptions, cacheOptions]],
+        ["ours from cache", cached, LOADERS.ours!, [url, true, oursOptions, cacheOptions]],
         ["naive per tensor", fresh(), LOADERS.naiveTensors!, [url]],
         ["fetch only", fresh(), LOADERS.fetchonly!, [url, true]],
       ];
