@@ -34,7 +34,7 @@ export const DEFAULT_CACHE_MAX_BYTES = 4 * 2 ** 30;
 export const CACHE_PIECE_BYTES = 256 << 10;
 /** Fetched blocks held while they are written (`WeightCacheOptions.pendingBlocks`). */
 export const DEFAULT_CACHE_PENDING_BLOCKS = 4;
-/** Bytes per `write` to a block file: each write is copied once more on its way to the browser process. */
+/** Bytes per `write` to a block file: each write is copied once more on its way out of the page. */
 const WRITE_BYTES = 1 << 20;
 const HASH = 32;
 
