@@ -174,6 +174,7 @@ export class WeightCache implements SourceCache {
   private readonly waiting: (() => void)[] = [];
   /** Bytes of blocks being written (counted against maxBytes with the stored ones). */
   private reserved = 0;
+  private openSources = 0;
 
   /** @internal Use `openWeightCache`. */
   constructor(
@@ -211,6 +212,18 @@ export class WeightCache implements SourceCache {
     if (buffer.byteLength === 0) this.allocated--;
     else this.free.push(buffer);
     this.waiting.shift()?.();
+  }
+
+  /** @internal Sources reading through the cache: when the last one closes, its block buffers are let go. */
+  sourceOpened(): void {
+    this.openSources++;
+  }
+
+  /** @internal */
+  sourceClosed(): void {
+    if (--this.openSources > 0) return;
+    this.allocated -= this.free.length;
+    this.free.length = 0;
   }
 
   /** @internal Read every entry's meta and block list. Entries that cannot be read are removed. */
@@ -451,6 +464,7 @@ class CachedSource implements ByteSource {
   ) {
     this.byteLength = inner.byteLength;
     if (entry) entry.users++;
+    cache.sourceOpened();
   }
 
   async read(offset: number, length: number, options: ReadOptions = {}): Promise<Uint8Array> {
@@ -780,6 +794,7 @@ class CachedSource implements ByteSource {
     await Promise.allSettled([...this.pending.values()].map((p) => p.bytes));
     await Promise.allSettled([...this.writes]);
     if (this.entry) this.entry.users--;
+    this.cache.sourceClosed();
     await this.inner.close();
   }
 }
