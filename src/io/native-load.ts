@@ -15,7 +15,7 @@
  * `abi<N>`). A candidate that does not load, or lacks any member the code uses (a stale build from an older version),
  * is skipped with its reason, and the next one is tried; loading never throws.
  */
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -37,14 +37,96 @@ export interface AddonLoad<T> {
   readonly rejected: readonly string[];
 }
 
-/** The tag helpers of node-gyp-build (it ships no types). */
-interface PrebuildTags {
-  parseTuple(name: string): { name: string } | undefined;
-  matchTuple(platform: string, arch: string): (tuple: unknown) => boolean;
-  compareTuples(a: unknown, b: unknown): number;
-  parseTags(file: string): { file: string } | undefined;
-  matchTags(runtime: string, abi: string): (tags: unknown) => boolean;
-  compareTags(runtime: string): (a: unknown, b: unknown) => number;
+/**
+ * node-gyp-build's tag rules (4.8.4, `parseTuple` ... `compareTags`), for the prebuilds scripts/prebuild.mjs names:
+ * written here rather than loaded from the package, because loading it (two CommonJS files, node:os, a resolution
+ * through node_modules) was a fifth of what importing the Node entry cost. Measured 2026-12-02, Node 20.20.2, 21
+ * fresh processes, load ~4, `await import()` in the process: an empty module 5.6 ms, node-gyp-build required 8.5 ms.
+ * test/package-loader.test.ts checks the rules it applies.
+ */
+interface Tuple {
+  readonly name: string;
+  readonly platform: string;
+  readonly architectures: readonly string[];
+}
+
+/** A folder of prebuilds/: `<platform>-<arch>[+<arch>...]`. */
+function parseTuple(name: string): Tuple | undefined {
+  const parts = name.split("-");
+  if (parts.length !== 2) return undefined;
+  const [platform, archs] = parts as [string, string];
+  const architectures = archs.split("+");
+  if (!platform || !architectures.every(Boolean)) return undefined;
+  return { name, platform, architectures };
+}
+
+interface Tags {
+  readonly file: string;
+  specificity: number;
+  runtime?: string;
+  napi?: boolean;
+  abi?: string;
+  uv?: string;
+  armv?: string;
+  libc?: string;
+}
+
+/** A binary's name: dot-separated tags ending in `.node` (`node.napi.glibc.node`, `node.abi115.glibc.node`). */
+function parseTags(file: string): Tags | undefined {
+  const parts = file.split(".");
+  if (parts.pop() !== "node") return undefined;
+  const tags: Tags = { file, specificity: 0 };
+  for (const tag of parts) {
+    if (tag === "node" || tag === "electron" || tag === "node-webkit") tags.runtime = tag;
+    else if (tag === "napi") tags.napi = true;
+    else if (tag.startsWith("abi")) tags.abi = tag.slice(3);
+    else if (tag.startsWith("uv")) tags.uv = tag.slice(2);
+    else if (tag.startsWith("armv")) tags.armv = tag.slice(4);
+    else if (tag === "glibc" || tag === "musl") tags.libc = tag;
+    else continue;
+    tags.specificity++;
+  }
+  return tags;
+}
+
+/** What this process is, as node-gyp-build reads it. */
+interface Host {
+  readonly runtime: string;
+  readonly abi: string | undefined;
+  readonly uv: string;
+  readonly armv: string;
+  readonly libc: string;
+}
+
+function hostOf(platform: string, arch: string): Host {
+  const variables = (process.config as { variables?: { arm_version?: string } } | undefined)?.variables ?? {};
+  return {
+    runtime: process.versions.electron ? "electron" : "node",
+    abi: process.versions.modules,
+    uv: (process.versions.uv ?? "").split(".")[0] ?? "",
+    armv: process.env.ARM_VERSION || (arch === "arm64" ? "8" : variables.arm_version) || "",
+    libc: process.env.LIBC || (platform === "linux" && existsSync("/etc/alpine-release") ? "musl" : "glibc"),
+  };
+}
+
+function matchTags(host: Host, tags: Tags): boolean {
+  const agnostic = tags.runtime === "node" && tags.napi === true;
+  if (tags.runtime && tags.runtime !== host.runtime && !agnostic) return false;
+  if (tags.abi && tags.abi !== host.abi && !tags.napi) return false;
+  if (tags.uv && tags.uv !== host.uv) return false;
+  if (tags.armv && tags.armv !== host.armv) return false;
+  if (tags.libc && tags.libc !== host.libc) return false;
+  return true;
+}
+
+/** Precedence: the runtime's own binary, then a per-ABI one over Node-API, then the more specific. */
+function compareTags(runtime: string): (a: Tags, b: Tags) => number {
+  return (a, b) => {
+    if (a.runtime !== b.runtime) return a.runtime === runtime ? -1 : 1;
+    if (a.abi !== b.abi) return a.abi ? -1 : 1;
+    if (a.specificity !== b.specificity) return a.specificity > b.specificity ? -1 : 1;
+    return 0;
+  };
 }
 
 const requireHere = createRequire(import.meta.url);
@@ -66,18 +148,6 @@ function messageOf(error: unknown): string {
   return String((error as { message?: unknown } | null)?.message ?? error).split("\n")[0] ?? "";
 }
 
-function prebuildTags(): PrebuildTags | string {
-  let module: Partial<PrebuildTags>;
-  try {
-    module = requireHere("node-gyp-build") as Partial<PrebuildTags>;
-  } catch (error) {
-    return `node-gyp-build is not installed (${messageOf(error)})`;
-  }
-  const names = ["parseTuple", "matchTuple", "compareTuples", "parseTags", "matchTags", "compareTags"] as const;
-  if (names.some((name) => typeof module[name] !== "function")) return "node-gyp-build has no tag matcher";
-  return module as PrebuildTags;
-}
-
 function listDir(dir: string): string[] {
   try {
     return readdirSync(dir);
@@ -96,23 +166,21 @@ export const UNCOUNTED_TARGET = "safetensors_v8";
  * tuple and tag precedence as its `resolve`, without its preference for build/Release), or why there is none.
  */
 export function findPrebuild(root: string, target = MAIN_TARGET): { path: string } | { missing: string } {
-  const tags = prebuildTags();
-  if (typeof tags === "string") return { missing: tags };
   const { platform, arch } = process;
-  const runtime = process.versions.electron ? "electron" : "node";
-  const abi = process.versions.modules;
+  const host = hostOf(platform, arch);
   const dir = join(root, "prebuilds");
   const tuple = listDir(dir)
-    .map((name) => tags.parseTuple(name))
-    .filter(tags.matchTuple(platform, arch))
-    .sort(tags.compareTuples)[0];
-  const wanted = `${platform}-${arch}, ${runtime} ABI ${abi}`;
+    .map(parseTuple)
+    .filter((t): t is Tuple => t !== undefined && t.platform === platform && t.architectures.includes(arch))
+    // Single-arch folders before multi-arch ones.
+    .sort((a, b) => a.architectures.length - b.architectures.length)[0];
+  const wanted = `${platform}-${arch}, ${host.runtime} ABI ${host.abi}`;
   if (!tuple) return { missing: `no prebuilt binary for ${wanted} in ${dir}` };
   const folder = target === MAIN_TARGET ? join(dir, tuple.name) : join(dir, tuple.name, target);
   const winner = listDir(folder)
-    .map((file) => tags.parseTags(file))
-    .filter(tags.matchTags(runtime, abi))
-    .sort(tags.compareTags(runtime))[0];
+    .map(parseTags)
+    .filter((tags): tags is Tags => tags !== undefined && matchTags(host, tags))
+    .sort(compareTags(host.runtime))[0];
   if (!winner) return { missing: `no prebuilt binary for ${wanted} in ${folder}` };
   return { path: join(folder, winner.file) };
 }
@@ -156,6 +224,25 @@ function shapeProblem(module: unknown, shape: AddonShape, versions: Readonly<Rec
   return parts.length > 0 ? `${parts.join("; ")} (stale or partial build)` : "";
 }
 
+/** Binaries loaded by this module, by path: a second process.dlopen of one would register it again. */
+const loaded = new Map<string, unknown>();
+
+/**
+ * A `.node` file through `process.dlopen`, what `require()` does for one, without CommonJS's resolution, caching
+ * and wrapping around it: measured 2026-12-02 (Node 20.20.2, 21 fresh processes, load ~4, `await import()` in the
+ * process), the main addon required 3.1 ms over an empty module, through process.dlopen 1.1 ms. Anything else (the
+ * tests' fake addons) is required.
+ */
+function loadModule(path: string): unknown {
+  if (!path.endsWith(".node")) return requireHere(path);
+  if (loaded.has(path)) return loaded.get(path);
+  if (!existsSync(path)) throw Object.assign(new Error(`Cannot find module '${path}'`), { code: "MODULE_NOT_FOUND" });
+  const module = { exports: {} as unknown };
+  process.dlopen(module, path);
+  loaded.set(path, module.exports);
+  return module.exports;
+}
+
 /** Load the first candidate that loads, has every member of `shape` and the `versions` asked for. Never throws. */
 export function loadFirst<T>(
   candidates: readonly AddonCandidate[],
@@ -166,7 +253,7 @@ export function loadFirst<T>(
   for (const candidate of candidates) {
     let module: unknown;
     try {
-      module = requireHere(candidate.path);
+      module = loadModule(candidate.path);
     } catch (error) {
       const code = (error as { code?: unknown } | null)?.code;
       rejected.push(
