@@ -65,6 +65,7 @@ after(() => server?.close());
 function probe(): string {
   const entry = pathToFileURL(join(repoRoot, "dist", "node.js")).href;
   const core = pathToFileURL(join(repoRoot, "dist", "index.js")).href;
+  const bundled = pathToFileURL(join(repoRoot, "dist", "lib", "node.js")).href;
   return `
 const lib = await import(${JSON.stringify(entry)});
 const core = await import(${JSON.stringify(core)});
@@ -86,8 +87,13 @@ const remoteNames = [...remote.keys()];
 const remoteFirst = await remote.getTensor(names[0]);
 await remote.close?.();
 const fromCore = core.deserialize(readFileSync(out)).tensors.size;
+// The bundle users import: a function loaded on first call (scripts/esbuild-lazy.mjs, a require() of an ES module)
+// runs, and its error is the entry's SafetensorError class.
+const bundle = await import(${JSON.stringify(bundled)});
+let lazy = null;
+try { bundle.parseMergeConfig({}); } catch (e) { lazy = e instanceof bundle.SafetensorError && e.code; }
 console.log(JSON.stringify({ backend, names: names.length, firstShape: first.shape, same, outSha: digest(readFileSync(out)),
-  remoteNames: remoteNames.length, remoteSame: digest(remoteFirst.data) === digest(loaded.get(names[0]).data), fromCore }));
+  remoteNames: remoteNames.length, remoteSame: digest(remoteFirst.data) === digest(loaded.get(names[0]).data), fromCore, lazy }));
 `;
 }
 
@@ -153,6 +159,7 @@ for (const { name } of RUNTIMES) {
       assert.equal(seen.remoteSame, true);
       assert.equal(seen.remoteNames, seen.names);
       assert.equal(seen.fromCore, seen.names);
+      assert.equal(seen.lazy, "InvalidMergeConfig");
       // Bun loads the addon (mmap); Deno's descriptors are not the OS's, so it reads with pread (doctor says why).
       assert.equal(seen.backend, name === "bun" ? "mmap" : "pread");
       // The same bytes as Node's saveFile writes.
