@@ -328,29 +328,45 @@ int merge_add_low_rank(float *values, size_t rows, size_t cols, const float *lef
 #define SORT_THRESHOLD 16
 
 typedef struct {
-  float *v;
+  /*
+   * The entries' words. Plain: each word is a float32 value, moved whole. Packed (every value exact in F16 or BF16):
+   * the high half is the magnitude's 16-bit code (NaN made one code above infinity), the only half that moves; the low
+   * half is the entry's own code and stays put, so no permutation needs undoing afterwards.
+   */
+  uint32_t *w;
   int32_t *ix;
   int desc;
+  int packed;
   int64_t b0, b1; /* the boundaries; -1 when none */
 } pair_sorter;
 
-static inline int sort_comp(const pair_sorter *s, float a, float b) {
-  float x = fabsf(a), y = fabsf(b);
-  if (s->desc) return (x != x && y == y) || x > y;
-  return (x == x && y != y) || x < y;
+/* The magnitude order of torch's comparators as an integer: |x|'s bits, every NaN one value above infinity. */
+static inline uint32_t sort_key(const pair_sorter *s, uint32_t word) {
+  if (s->packed) return word >> 16;
+  uint32_t abs = word & 0x7fffffffu;
+  return abs > 0x7f800000u ? 0x7fc00000u : abs;
+}
+
+static inline int sort_comp(const pair_sorter *s, uint32_t a, uint32_t b) {
+  uint32_t x = sort_key(s, a), y = sort_key(s, b);
+  return s->desc ? x > y : x < y;
+}
+
+static inline void sort_put(pair_sorter *s, int64_t at, uint32_t word) {
+  s->w[at] = s->packed ? (s->w[at] & 0xffffu) | (word & 0xffff0000u) : word;
 }
 
 static inline void sort_swap(pair_sorter *s, int64_t a, int64_t b) {
-  float tv = s->v[a];
-  s->v[a] = s->v[b];
-  s->v[b] = tv;
+  uint32_t tv = s->w[a];
+  sort_put(s, a, s->w[b]);
+  sort_put(s, b, tv);
   int32_t ti = s->ix[a];
   s->ix[a] = s->ix[b];
   s->ix[b] = ti;
 }
 
 static void sort_median_to_first(pair_sorter *s, int64_t result, int64_t a, int64_t b, int64_t c) {
-  const float *v = s->v;
+  const uint32_t *v = s->w;
   if (sort_comp(s, v[a], v[b])) {
     if (sort_comp(s, v[b], v[c])) sort_swap(s, result, b);
     else if (sort_comp(s, v[a], v[c])) sort_swap(s, result, c);
@@ -361,7 +377,7 @@ static void sort_median_to_first(pair_sorter *s, int64_t result, int64_t a, int6
 }
 
 static int64_t sort_partition(pair_sorter *s, int64_t first, int64_t last, int64_t pivot) {
-  const float *v = s->v;
+  const uint32_t *v = s->w;
   for (;;) {
     while (sort_comp(s, v[first], v[pivot])) first++;
     last--;
@@ -373,50 +389,50 @@ static int64_t sort_partition(pair_sorter *s, int64_t first, int64_t last, int64
 }
 
 static void sort_insertion(pair_sorter *s, int64_t first, int64_t last) {
-  float *v = s->v;
+  uint32_t *v = s->w;
   int32_t *ix = s->ix;
   for (int64_t i = first + 1; i < last; i++) {
-    float val = v[i];
+    uint32_t val = v[i];
     int32_t id = ix[i];
     int64_t j = i;
     while (j > first && sort_comp(s, val, v[j - 1])) {
-      v[j] = v[j - 1];
+      sort_put(s, j, v[j - 1]);
       ix[j] = ix[j - 1];
       j--;
     }
-    v[j] = val;
+    sort_put(s, j, val);
     ix[j] = id;
   }
 }
 
-static void sort_push_heap(pair_sorter *s, int64_t first, int64_t hole, int64_t top, float val, int32_t id) {
-  float *v = s->v;
+static void sort_push_heap(pair_sorter *s, int64_t first, int64_t hole, int64_t top, uint32_t val, int32_t id) {
+  uint32_t *v = s->w;
   int32_t *ix = s->ix;
   int64_t parent = (hole - 1) / 2;
   while (hole > top && sort_comp(s, v[first + parent], val)) {
-    v[first + hole] = v[first + parent];
+    sort_put(s, first + hole, v[first + parent]);
     ix[first + hole] = ix[first + parent];
     hole = parent;
     parent = (hole - 1) / 2;
   }
-  v[first + hole] = val;
+  sort_put(s, first + hole, val);
   ix[first + hole] = id;
 }
 
-static void sort_adjust_heap(pair_sorter *s, int64_t first, int64_t hole, int64_t len, float val, int32_t id) {
-  float *v = s->v;
+static void sort_adjust_heap(pair_sorter *s, int64_t first, int64_t hole, int64_t len, uint32_t val, int32_t id) {
+  uint32_t *v = s->w;
   int32_t *ix = s->ix;
   int64_t top = hole, child = hole;
   while (child < (len - 1) / 2) {
     child = 2 * (child + 1);
     if (sort_comp(s, v[first + child], v[first + child - 1])) child--;
-    v[first + hole] = v[first + child];
+    sort_put(s, first + hole, v[first + child]);
     ix[first + hole] = ix[first + child];
     hole = child;
   }
   if ((len & 1) == 0 && child == (len - 2) / 2) {
     child = 2 * (child + 1);
-    v[first + hole] = v[first + child - 1];
+    sort_put(s, first + hole, v[first + child - 1]);
     ix[first + hole] = ix[first + child - 1];
     hole = child - 1;
   }
@@ -424,7 +440,7 @@ static void sort_adjust_heap(pair_sorter *s, int64_t first, int64_t hole, int64_
 }
 
 static void sort_heap(pair_sorter *s, int64_t first, int64_t last) {
-  float *v = s->v;
+  uint32_t *v = s->w;
   int32_t *ix = s->ix;
   int64_t len = last - first;
   if (len >= 2) {
@@ -435,9 +451,9 @@ static void sort_heap(pair_sorter *s, int64_t first, int64_t last) {
   }
   for (int64_t end = last; end - first > 1;) {
     end--;
-    float val = v[end];
+    uint32_t val = v[end];
     int32_t id = ix[end];
-    v[end] = v[first];
+    sort_put(s, end, v[first]);
     ix[end] = ix[first];
     sort_adjust_heap(s, first, 0, end - first, val, id);
   }
@@ -464,20 +480,75 @@ static void sort_intro(pair_sorter *s, int64_t first, int64_t last, int64_t dept
   if (sort_cuts(s, first, last)) sort_insertion(s, first, last);
 }
 
+/* 0 when some value of `w` is not exact in F16, else 1; then 2 for BF16. */
+static int packable(const uint32_t *w, int64_t n) {
+  int f16 = 1, bf16 = 1;
+  for (int64_t i = 0; i < n && (f16 || bf16); i++) {
+    union {
+      uint32_t u;
+      float f;
+    } x = {w[i]}, back;
+    if (f16) {
+      back.f = half_f16_to_f32(half_f32_to_f16(x.f));
+      f16 = back.u == w[i];
+    }
+    bf16 = bf16 && (w[i] & 0xffffu) == 0;
+  }
+  return f16 ? 1 : bf16 ? 2 : 0;
+}
+
 int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int64_t to) {
   int64_t n = (int64_t)count;
   if (from >= to) {
     memset(v, 0, count * sizeof(float));
     return 0;
   }
+  uint32_t *w = (uint32_t *)v;
+  int packing = packable(w, n);
+  uint8_t *kept = NULL;
+  if (packing != 0) {
+    kept = calloc((count + 7) / 8 + 1, 1);
+    if (kept == NULL) packing = 0;
+  }
   int32_t *ix = malloc(count * sizeof(int32_t) + 1);
-  if (ix == NULL) return -1;
+  if (ix == NULL) {
+    free(kept);
+    return -1;
+  }
   for (int64_t i = 0; i < n; i++) ix[i] = (int32_t)i;
-  pair_sorter s = {v, ix, descending, from > 0 && from < n ? from : -1, to > 0 && to < n ? to : -1};
+  if (packing == 1) {
+    for (int64_t i = 0; i < n; i++) {
+      union {
+        uint32_t u;
+        float f;
+      } x = {w[i]};
+      uint32_t code = half_f32_to_f16(x.f), key = code & 0x7fff;
+      w[i] = ((key > 0x7c00 ? 0x7e00u : key) << 16) | code;
+    }
+  } else if (packing == 2) {
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t code = w[i] >> 16, key = code & 0x7fff;
+      w[i] = ((key > 0x7f80 ? 0x7fc0u : key) << 16) | code;
+    }
+  }
+  pair_sorter s = {w, ix, descending, packing != 0, from > 0 && from < n ? from : -1, to > 0 && to < n ? to : -1};
   if (n > 1) {
     int64_t depth = 0;
     for (int64_t m = n; m > 1; m >>= 1) depth++; /* floor(log2(n)) */
     sort_intro(&s, 0, n, 2 * depth);
+  }
+  if (packing != 0) {
+    /* The entries at kept positions, marked by index (a bitmap: n / 8 bytes, mostly in cache), then each word
+       becomes its own value or zero in one pass. */
+    for (int64_t p = from < 0 ? 0 : from; p < to && p < n; p++) kept[ix[p] >> 3] |= (uint8_t)(1u << (ix[p] & 7));
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t code = (uint16_t)(w[i] & 0xffff);
+      float value = (kept[i >> 3] >> (i & 7)) & 1 ? (packing == 1 ? half_f16_to_f32(code) : bf16_to_f32(code)) : 0.0f;
+      v[i] = value;
+    }
+    free(kept);
+    free(ix);
+    return 0;
   }
   for (int64_t i = 0; i < (from < 0 ? 0 : from) && i < n; i++) v[i] = 0;
   for (int64_t i = to < 0 ? 0 : to; i < n; i++) v[i] = 0;

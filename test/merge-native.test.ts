@@ -278,36 +278,45 @@ test("merge kernels: the addon's replay of torch's sort keeps the entries the Ty
   let cases = 0;
   // F16-rounded task vectors hold many equal magnitudes (the replay's reason to exist); NaN and ±0 among them; sizes
   // from the insertion-sort threshold to depths where the introsort's heapsort runs (few distinct values).
-  for (const n of [1, 2, 15, 17, 100, 1000, 65536, 300001]) {
-    for (const distinct of [3, 50, 4096]) {
-      const base = Float32Array.from({ length: n }, () => {
-        const x = Math.floor(rand() * distinct) - distinct / 2;
-        return rand() < 0.001 ? Number.NaN : x === 0 && rand() < 0.5 ? -0 : x / 64;
-      });
-      for (const descending of [true, false]) {
-        for (const [from, to] of [
-          [0, Math.trunc(n / 2)],
-          [Math.trunc(n / 10), n - Math.trunc(n / 7)],
-          [0, n],
-          [3, 2],
-          [-1, Math.trunc(n / 3)],
-        ] as const) {
-          const want = base.slice();
-          preferKeepSortedKernel(null);
-          keepSortedMagnitudes(want, descending, from, to);
-          const got = base.slice();
-          native(got, descending, from, to);
-          assert.deepEqual(
-            new Uint32Array(got.buffer),
-            new Uint32Array(want.buffer),
-            `n=${n} distinct=${distinct} descending=${descending} [${from}, ${to})`,
-          );
-          cases++;
+  // Values exact in F16 (the kernel moves 16-bit magnitude codes only), in BF16 only, and in neither (it moves the
+  // float32 values and undoes the permutation).
+  for (const kind of ["F16", "BF16", "F32"] as const) {
+    for (const n of [1, 2, 15, 17, 100, 1000, 65536, 300001]) {
+      for (const distinct of [3, 50, 4096]) {
+        const base = Float32Array.from({ length: n }, () => {
+          const x = Math.floor(rand() * distinct) - distinct / 2;
+          return rand() < 0.001 ? Number.NaN : x === 0 && rand() < 0.5 ? -0 : kind === "F32" ? x / 3 : x / 64;
+        });
+        if (kind === "BF16") {
+          const bits = new Uint32Array(base.buffer);
+          for (let i = 0; i < n; i++) bits[i] = bits[i]! & 0xffff0000;
+          base[0] = 2 ** 40; // not an F16 value
+        }
+        for (const descending of [true, false]) {
+          for (const [from, to] of [
+            [0, Math.trunc(n / 2)],
+            [Math.trunc(n / 10), n - Math.trunc(n / 7)],
+            [0, n],
+            [3, 2],
+            [-1, Math.trunc(n / 3)],
+          ] as const) {
+            const want = base.slice();
+            preferKeepSortedKernel(null);
+            keepSortedMagnitudes(want, descending, from, to);
+            const got = base.slice();
+            native(got, descending, from, to);
+            assert.deepEqual(
+              new Uint32Array(got.buffer),
+              new Uint32Array(want.buffer),
+              `${kind} n=${n} distinct=${distinct} descending=${descending} [${from}, ${to})`,
+            );
+            cases++;
+          }
         }
       }
     }
   }
-  assert.equal(cases, 8 * 3 * 2 * 5);
+  assert.equal(cases, 3 * 8 * 3 * 2 * 5);
 });
 
 test("merge kernels: the addon's task arithmetic gives subtractBase's and combineKernel's bytes", (t) => {

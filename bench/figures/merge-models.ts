@@ -79,6 +79,13 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * /work/bench-data/bench SAFETENSORS_MERGE_BENCH_DIR=/work/bench-data/merge npm run bench -- --runs 1 --timeout 1800
  * --only merge_linear,merge_ties,lora_bake`, stopped after this figure): ours 59.7 s and 204 MiB, mergekit 77.9 s and
  * 7829 MiB: 1.30x (goal 10x: lost), RSS within 256 MiB and 1/38 of mergekit's (held).
+ * With the addon's AVX2 + F16C kernel (native/merge_kernels.c) computing chunks in the main thread, run of 2026-12-02
+ * 08:03-08:06 (commit cfe0642, load 6.1-7.8 with another helper's test suite running; the same command with
+ * `--only merge_linear,lora_bake`): ours 10.3 s and 105 MiB, mergekit 23.1 s and 7829 MiB: 2.25x (goal 10x: lost),
+ * RSS 1/75 of mergekit's (held). Our CPU is ~2 s user and 4-8 s system (reads and writes): the 2.37 GiB output
+ * bounds it, as `dd` of 2.4 GiB from /dev/zero into the same file system took 7.1 s at load 5. mergekit's time
+ * varies with the load far more than ours (77.9 s at 05:05, 23.1 s at 08:04): 10x of its quieter figure is below
+ * what this disk writes.
  */
 export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
   ratio: 10,
@@ -93,6 +100,11 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * outside the bench lock, which other benches held; load 6-8): peak RSS 2348 MiB (within the bound), 9 min 34 s wall
  * at nice 10 (369 s user + 29 s system CPU). mergekit on the same config: 445 s and 10.8 GB in the issue's
  * measurement; no same-run figure this session (goal 10x: lost, whatever the load).
+ * With the addon's TIES kernels (sort replay moving 16-bit magnitude codes, subtraction, sign-election combination):
+ * 2026-12-02 08:16-08:18 (`/usr/bin/time -v node bin/safetensors.js merge-models ties.yml OUT`, ours alone, load 2.9-6.1):
+ * 99.5 s wall (82 s user + 17 s system CPU) and a 2303 MiB peak (within the bound); was 9 min 34 s. Against the
+ * issue's 445 s for mergekit that is 4.5x (goal 10x: lost). Most of the CPU left is the sort replay (two task vectors
+ * of 1.27 G entries, memory-bound) in the workers.
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -104,6 +116,10 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * 0.62x (goal 2x: lost) at 1/8.8 of PEFT's memory. The bake is r multiply-adds per weight (16 G for this adapter) in
  * scalar JavaScript on two workers; PEFT's B @ A runs in BLAS. A SIMD kernel (WASM f32x4 or the addon) is the way
  * to the goal.
+ * With the addon's kernels (the rank-r update over doubles with AVX2 + FMA, F16C decode and encode), baked in the main
+ * thread with the next block's read under way, same run as merge_linear's of 08:03-08:06 (commit cfe0642, load
+ * 6.1-7.8): ours 10.7 s and 160 MiB, PEFT 21.6 s and 2870 MiB: 2.02x (goal 2x: held, narrowly, under load), RSS
+ * within 256 MiB (held).
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
