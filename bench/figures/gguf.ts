@@ -68,6 +68,10 @@ const toGguf = (ctx: ProcessContext, type: string) => [
  * - gguf_f16: ours 2627 ms (2176-2911) vs cp 2159 ms (1910-2425) = 0.82×: PASS; peak RSS 97.1 MiB.
  * - gguf_q8_0: ours 3766 ms (3057-4113) vs gguf-py 17110 ms (16993-17495) = 4.54×: **we lose the goal** by 10%;
  *   peak RSS 142.3 MiB (gguf-py 2531.9 MiB).
+ * After the workers read, reorder, quantize and write every chunk themselves with direct writes (2469ab5), in the full
+ * run that wrote bench/RESULTS.md (5 runs per side, 2026-12-02 08:40-09:01 UTC, commit 72ad789, quiet: load 1.4):
+ * - gguf_f16: ours 2512 ms (1943-2698) vs cp 2024 ms (1744-2165) = 0.81×: PASS; peak RSS 98.1 MiB.
+ * - gguf_q8_0: ours 2422 ms (2363-2667) vs gguf-py 14845 ms (14427-15260) = 6.13×: PASS; peak RSS 138.0 MiB.
  * The run before the native kernel (commit 295ba6b, load 10.1 at start, 6.4 at the end): gguf_f16 0.41× (ours
  * 9855 ms, 4354-11201, vs cp 4077 ms), gguf_q8_0 1.35× (ours 28030 ms vs gguf-py 37884 ms), peak RSS 97.7 and
  * 167.1 MiB.

@@ -86,6 +86,8 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * bounds it, as `dd` of 2.4 GiB from /dev/zero into the same file system took 7.1 s at load 5. mergekit's time
  * varies with the load far more than ours (77.9 s at 05:05, 23.1 s at 08:04): 10x of its quieter figure is below
  * what this disk writes.
+ * On a quiet machine, the same command (2026-12-02 09:01-09:03, commit 72ad789, load 1.3-1.5): ours 4.5 s and
+ * 111 MiB, mergekit 13.0 s and 7828 MiB: 2.87x (goal 10x: **lost**); RSS 1/70 of mergekit's (held).
  */
 export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
   ratio: 10,
@@ -120,6 +122,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * thread with the next block's read under way, same run as merge_linear's of 08:03-08:06 (commit cfe0642, load
  * 6.1-7.8): ours 10.7 s and 160 MiB, PEFT 21.6 s and 2870 MiB: 2.02x (goal 2x: held, narrowly, under load), RSS
  * within 256 MiB (held).
+ * The same on a quiet machine (2026-12-02 09:01-09:03, commit 72ad789, load 1.3-1.5, `--only merge_linear,lora_bake`,
+ * --runs 1): ours 9.6 s and 145 MiB, PEFT 18.3 s and 2868 MiB: 1.90x (goal 2x: **lost**); RSS held.
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
