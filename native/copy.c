@@ -229,10 +229,15 @@ static napi_value int_result(napi_env env, int value) {
   return result;
 }
 
-/* halfToFloat32(src: Uint8Array, bf16, count, dst: Float32Array): F16 or BF16 codes to float32 (merge_kernels.c). */
-static napi_value half_to_float32(napi_env env, napi_callback_info info) {
-  static const char usage[] = "halfToFloat32(src: Uint8Array, bf16: boolean, count, dst: Float32Array)";
-  size_t argc = 4, src_length = 0, dst_length = 0;
+/*
+ * halfToFloat32(src: Uint8Array, bf16, count, dst: Float32Array): F16 or BF16 codes to float32, and
+ * float32ToHalf(src: Float32Array, bf16, count, dst: Uint8Array): back (merge_kernels.c). One parser for both: the
+ * codes are the Uint8Array on one side, the values the Float32Array on the other.
+ */
+static napi_value convert16(napi_env env, napi_callback_info info, bool decode) {
+  const char *usage = decode ? "halfToFloat32(src: Uint8Array, bf16: boolean, count, dst: Float32Array)"
+                             : "float32ToHalf(src: Float32Array, bf16: boolean, count, dst: Uint8Array)";
+  size_t argc = 4, codes_length = 0, values_length = 0;
   napi_value argv[4];
   bool bf16 = false;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
@@ -240,42 +245,26 @@ static napi_value half_to_float32(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "EINVAL", usage);
     return NULL;
   }
-  const uint8_t *src = u8_bytes(env, argv[0], &src_length, usage);
-  if (src == NULL) return NULL;
-  float *dst = f32_values(env, argv[3], &dst_length, usage);
-  if (dst == NULL) return NULL;
-  int64_t count = whole_arg(env, argv[2], "halfToFloat32: count must be a whole number");
+  uint8_t *codes = u8_bytes(env, argv[decode ? 0 : 3], &codes_length, usage);
+  if (codes == NULL) return NULL;
+  float *values = f32_values(env, argv[decode ? 3 : 0], &values_length, usage);
+  if (values == NULL) return NULL;
+  int64_t count = whole_arg(env, argv[2], decode ? "halfToFloat32: count must be a whole number"
+                                                 : "float32ToHalf: count must be a whole number");
   if (count < 0) return NULL;
-  if (src_length / 2 < (uint64_t)count || dst_length < (uint64_t)count) {
-    napi_throw_range_error(env, "EINVAL", "halfToFloat32: src or dst is shorter than count needs");
+  if (codes_length / 2 < (uint64_t)count || values_length < (uint64_t)count) {
+    napi_throw_range_error(env, "EINVAL", decode ? "halfToFloat32: src or dst is shorter than count needs"
+                                                 : "float32ToHalf: src or dst is shorter than count needs");
     return NULL;
   }
-  return int_result(env, merge_decode16(src, bf16, (size_t)count, dst));
+  int simd = decode ? merge_decode16(codes, bf16, (size_t)count, values)
+                    : merge_encode16(values, bf16, (size_t)count, codes);
+  return int_result(env, simd);
 }
 
-/* float32ToHalf(src: Float32Array, bf16, count, dst: Uint8Array): float32 to F16 or BF16 codes (merge_kernels.c). */
-static napi_value float32_to_half(napi_env env, napi_callback_info info) {
-  static const char usage[] = "float32ToHalf(src: Float32Array, bf16: boolean, count, dst: Uint8Array)";
-  size_t argc = 4, src_length = 0, dst_length = 0;
-  napi_value argv[4];
-  bool bf16 = false;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
-      napi_get_value_bool(env, argv[1], &bf16) != napi_ok) {
-    napi_throw_type_error(env, "EINVAL", usage);
-    return NULL;
-  }
-  const float *src = f32_values(env, argv[0], &src_length, usage);
-  if (src == NULL) return NULL;
-  uint8_t *dst = u8_bytes(env, argv[3], &dst_length, usage);
-  if (dst == NULL) return NULL;
-  int64_t count = whole_arg(env, argv[2], "float32ToHalf: count must be a whole number");
-  if (count < 0) return NULL;
-  if (src_length < (uint64_t)count || dst_length / 2 < (uint64_t)count) {
-    napi_throw_range_error(env, "EINVAL", "float32ToHalf: src or dst is shorter than count needs");
-    return NULL;
-  }
-  return int_result(env, merge_encode16(src, bf16, (size_t)count, dst));
-}
+static napi_value half_to_float32(napi_env env, napi_callback_info info) { return convert16(env, info, true); }
+
+static napi_value float32_to_half(napi_env env, napi_callback_info info) { return convert16(env, info, false); }
 
 /*
  * loraAddLowRank(values, rows, cols, left, right, rank, scaling, ratio, deltaDtype, magnitude | null): a LoRA
