@@ -232,6 +232,9 @@ test("merge kernels: the addon's LoRA update gives addLowRank's bytes", (t) => {
     [3, 19, 3],
     [4, 16, 8],
     [2, 130, 5],
+    // Past one tile of columns (256), with tails of every SIMD step.
+    [3, 600, 16],
+    [2, 289, 7],
   ] as const) {
     for (const deltaDtype of ["F32", "F16", "BF16"] as const) {
       for (const dora of [false, true]) {
@@ -265,7 +268,7 @@ test("merge kernels: the addon's LoRA update gives addLowRank's bytes", (t) => {
       }
     }
   }
-  assert.equal(cases, 5 * 3 * 2 * 2);
+  assert.equal(cases, 7 * 3 * 2 * 2);
 });
 
 test("merge kernels: the addon's replay of torch's sort keeps the entries the TypeScript replay keeps", (t) => {
