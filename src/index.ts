@@ -167,6 +167,17 @@ export {
   type SparsifyTask,
 } from "./merge/execute.js";
 export {
+  type AdapterConfigInput as ExtractedAdapterConfigInput,
+  type ExtractItem,
+  type ExtractPlan,
+  type ExtractPlanOptions,
+  extractedAdapterConfig,
+  type LoraModulePlan,
+  loraFactors,
+  planExtraction,
+  type SavedTensorPlan,
+} from "./merge/extract.js";
+export {
   isKohyaLora,
   type KohyaAdapterInput,
   type KohyaTarget,
@@ -190,6 +201,7 @@ export {
   planMerge,
   type TensorJob,
 } from "./merge/plan.js";
+export { type SvdMethod, type SvdOptions, type TruncatedSvd, truncatedSvd } from "./merge/svd.js";
 
 export {
   type Container,

@@ -88,6 +88,13 @@ export {
   type WriterOptions,
 } from "./io/stream-writer.js";
 export {
+  type ExtractedModule,
+  type ExtractLoraOptions,
+  type ExtractProgress,
+  type ExtractSummary,
+  extractLora,
+} from "./merge/node-extract.js";
+export {
   type AdapterSpec,
   type BakeLoraOptions,
   type BakeProgress,

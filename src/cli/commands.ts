@@ -41,7 +41,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   {
     name: "lora",
-    summary: "bake PEFT LoRA adapters, or Kohya LoRAs into a Stable Diffusion checkpoint, streamed",
+    summary: "bake PEFT LoRA adapters (or Kohya LoRAs) into a model, or extract one from a fine-tune by SVD",
     load: () => import("./lora.js"),
   },
   {

@@ -2,13 +2,14 @@
 import { bakeLora } from "../merge/node-lora.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
+import { EXTRACT_DESCRIPTION, EXTRACT_OPTIONS, EXTRACT_USAGE, runExtract } from "./lora-extract.js";
 import { runWithProgress } from "./rewrite.js";
 
 const DTYPES = { f32: "F32", f16: "F16", bf16: "BF16" } as const;
 
 export const command = defineCommand({
-  usage: "lora merge BASE ADAPTER... OUTDIR [--weights W,...] [--dtype f32|f16|bf16] [--text-encoder te1|te2] [--json]",
-  description: `Apply PEFT LoRA adapters (a directory with adapter_config.json and adapter_model.safetensors, local or
+  usage: `lora merge BASE ADAPTER... OUTDIR [--weights W,...] [--dtype f32|f16|bf16] [--text-encoder te1|te2] [--json]\n${EXTRACT_USAGE}`,
+  description: `lora merge: apply PEFT LoRA adapters (a directory with adapter_config.json and adapter_model.safetensors, local or
 hf://, https://, s3://) to their base model and write the result as a checkpoint directory, as PEFT's
 merge_and_unload() followed by save_pretrained() does: W + (B @ A) * alpha / r in float32 (alpha / sqrt(r) with
 use_rslora; r and alpha from rank_pattern / alpha_pattern where a key matches), rounded once to the weight's dtype;
@@ -28,7 +29,9 @@ apply to a Stable Diffusion checkpoint as sd-scripts' merge_lora.py merges them:
 is a single-file checkpoint in the original layout (SD 1.x, 2.x, SDXL: U-Net, CLIP and OpenCLIP text encoders) or a
 diffusers U-Net or text encoder saved alone (the other components' modules are skipped and counted; --text-encoder
 te2 for SDXL's second text encoder). A module that matches no tensor, and LoHa, LoKr, DoRA and the other LyCORIS
-kinds, are refused by name.`,
+kinds, are refused by name.
+
+${EXTRACT_DESCRIPTION}`,
   options: {
     weights: { type: "string", value: "W,...", help: "a weight per adapter, multiplying its update (default 1 each)" },
     dtype: {
@@ -44,10 +47,20 @@ kinds, are refused by name.`,
     },
     json: { type: "boolean", help: "print a summary (files, tensors updated and replaced, bytes, seconds) as JSON" },
     fsync: { type: "boolean", help: "fsync each file and the directory before reporting success" },
+    ...EXTRACT_OPTIONS,
   },
   async run({ values, positionals }, { io }) {
     const [action, ...rest] = positionals;
-    if (action !== "merge") throw new UsageError("lora takes an action: merge");
+    const only = (names: readonly string[], other: string) => {
+      const given = names.find((name) => (values as Record<string, unknown>)[name] !== undefined);
+      if (given !== undefined) throw new UsageError(`--${given} is an option of lora ${other}`);
+    };
+    if (action === "extract") {
+      only(["weights", "text-encoder", "max-shard-size"], "merge");
+      return runExtract(io, values, rest);
+    }
+    if (action !== "merge") throw new UsageError("lora takes an action: merge or extract");
+    only(Object.keys(EXTRACT_OPTIONS), "extract");
     if (rest.length < 3) throw new UsageError("lora merge takes BASE, one or more ADAPTER and OUTDIR");
     const base = rest[0]!;
     const outDir = rest.at(-1)!;

@@ -19,6 +19,8 @@ export interface OutputTensorSpec {
 export interface WriteCheckpointOptions {
   maxShardSize?: number | string;
   fsync?: boolean;
+  /** The shards' file names (default "model{suffix}.safetensors"; an adapter's: "adapter_model{suffix}.safetensors"). */
+  filenamePattern?: string;
 }
 
 /** Bytes of the output's tensors. */
@@ -40,12 +42,12 @@ export async function writeCheckpoint(
   const byName = new Map(tensors.map((t) => [t.name, t]));
   const plan = planShards(
     tensors.map((t) => ({ name: t.name, size: elementCount(t.shape) * elementBytes(t.dtype) })),
-    { maxShardSize: options.maxShardSize },
+    { maxShardSize: options.maxShardSize, filenamePattern: options.filenamePattern },
   );
   return commitCheckpointAsync(
     outDir,
     plan,
-    { fsync: options.fsync, sideFiles, removeStale: true },
+    { fsync: options.fsync, sideFiles, removeStale: true, filenamePattern: options.filenamePattern },
     async (target, names) => {
       const writer = createWriter(
         target,
