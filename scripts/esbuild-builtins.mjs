@@ -31,10 +31,20 @@ export function builtin(id) {
 
 /**
  * Loaded on the first call of one of their functions. The others load with the bundle: node:fs, node:path and the
- * like are loaded at Node's start-up anyway, and node:worker_threads serves `markAsUntransferable` on every mapped
- * window, so loading it on first use would move its 2.8 ms into the first open (load_views: 0.24 ms).
+ * like are loaded at Node's start-up anyway. node:worker_threads (2.8 ms to load) is lazy too: on Node 20 and 22 the
+ * addon's loading at import still loads it (`markAsUntransferable` marks every mapped window there, and loading it at
+ * the first open instead would cost that open 2.8 ms); from Node 24 windows need no marking (src/io/native.ts), so
+ * there only the worker pools load it.
  */
-const LAZY = new Set(["node:crypto", "node:zlib", "node:fs/promises", "node:http", "node:net", "node:child_process"]);
+const LAZY = new Set([
+  "node:crypto",
+  "node:zlib",
+  "node:fs/promises",
+  "node:http",
+  "node:net",
+  "node:child_process",
+  "node:worker_threads",
+]);
 
 function facade(id) {
   const module = require(id);

@@ -216,9 +216,27 @@ export interface WindowsStatus {
 
 /**
  * Whether worker_threads.markAsUntransferable leaves a buffer that cannot be detached (Node 24 and later: a detach key
- * of Node's own). There the addon makes windows their own detach keys instead (native/unaccounted.h).
+ * of Node's own). There the addon makes windows their own detach keys instead (native/unaccounted.h). Decided once:
+ * known from the version on Node 24 and later, so that importing the package there does not load node:worker_threads
+ * (~25 internal modules; the import of the Node entry took 2-3 ms less, and ~100 KiB less young-generation garbage
+ * made the first scavenge (~1 ms) land inside the first loadFile less often); probed elsewhere (Node 20 and 22, Bun,
+ * Deno), where marking windows needs the module anyway.
  */
 function markingBlocksDetach(): boolean {
+  marking ??= nodeMajor() >= 24 || markingProbe();
+  return marking;
+}
+
+let marking: boolean | undefined;
+
+/** Node's major version; 0 in runtimes that only say which Node they emulate (Bun, Deno). */
+function nodeMajor(): number {
+  const versions = process.versions as Record<string, string | undefined>;
+  if (versions.bun !== undefined || versions.deno !== undefined) return 0;
+  return Number(versions.node?.split(".")[0]) || 0;
+}
+
+function markingProbe(): boolean {
   const probe = new ArrayBuffer(1);
   markAsUntransferable(probe);
   try {
@@ -344,9 +362,6 @@ function checkLength(length: number, what: string): void {
   }
 }
 
-/** Whether markAsUntransferable leaves buffers detachable here (through Node 22); decided once. */
-let canMark: boolean | undefined;
-
 /**
  * Windows and huge buffers must stay where they are (close() and freeHuge() unmap them). Through Node 22
  * markAsUntransferable keeps them out of postMessage. From Node 24 it would leave them impossible to detach: there the
@@ -354,8 +369,7 @@ let canMark: boolean | undefined;
  * transferable.
  */
 function untransferableHuge(buffer: ArrayBuffer): ArrayBuffer {
-  canMark ??= !markingBlocksDetach();
-  if (buffer.byteLength > 0 && canMark) markAsUntransferable(buffer);
+  if (buffer.byteLength > 0 && !markingBlocksDetach()) markAsUntransferable(buffer);
   return buffer;
 }
 
@@ -672,14 +686,26 @@ export function mapViews(path: string, journal: boolean, maxHeaderBytes: number)
   let window: ArrayBuffer | null | -2;
   try {
     window = load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
-    if (window === -2) {
-      viewNumbers = new Float64Array(viewNumbers[0]!);
-      window = load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
-    }
   } catch {
     return null;
   }
+  if (window === -2) window = mapViewsAgain(load, path, journal, maxHeaderBytes);
   if (!(window instanceof ArrayBuffer)) return null;
-  untransferable(window);
+  if (!keyed) untransferableHuge(window);
   return { window, numbers: viewNumbers, names: viewNames };
+}
+
+/** `loadViews` again with room for every number of a header larger than any before (kept out of the first call). */
+function mapViewsAgain(
+  load: NonNullable<NativeAddon["loadViews"]>,
+  path: string,
+  journal: boolean,
+  maxHeaderBytes: number,
+): ArrayBuffer | null | -2 {
+  viewNumbers = new Float64Array(viewNumbers[0]!);
+  try {
+    return load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
+  } catch {
+    return null;
+  }
 }
