@@ -15,11 +15,16 @@ export interface MappedFile {
 
 /** The identity of a mapped file, as every window names it (a class: see native.ts AddonOpenedFile). */
 class FileIdentity implements MappedFile {
-  constructor(
-    readonly path: string,
-    readonly dev: number,
-    readonly ino: number,
-  ) {}
+  // `declare`d and assigned, not parameter properties: those compile to field declarations, whose initializer V8
+  // compiles on the first loadFile (see read/tensor.ts Tensor).
+  declare readonly path: string;
+  declare readonly dev: number;
+  declare readonly ino: number;
+  constructor(path: string, dev: number, ino: number) {
+    this.path = path;
+    this.dev = dev;
+    this.ino = ino;
+  }
 }
 
 export function mappedFile(path: string, dev: number, ino: number): MappedFile {
@@ -28,10 +33,12 @@ export function mappedFile(path: string, dev: number, ino: number): MappedFile {
 
 /** Where a window's bytes come from (a class: an object literal with a double field is copied by a runtime call). */
 class WindowOrigin {
-  constructor(
-    readonly file: MappedFile,
-    readonly start: number,
-  ) {}
+  declare readonly file: MappedFile;
+  declare readonly start: number;
+  constructor(file: MappedFile, start: number) {
+    this.file = file;
+    this.start = start;
+  }
 }
 
 const windows = new WeakMap<ArrayBufferLike, WindowOrigin>();

@@ -144,40 +144,17 @@ export interface LoadFileOptions extends OpenFileOptions {
  * is read with one positional read per ≤ 4 GiB group of tensors into (hugepage-backed) memory the tensors own.
  */
 export function loadFile(path: string, options: LoadFileOptions = {}): Map<string, Tensor> {
-  const mapped = loadMapped(path, options);
-  if (mapped !== null) return mapped;
-  const source = openSource(path, options.backend ?? "auto", options.interruptedEdit, options.populate === true);
-  const file = SafetensorsFile.open(source, options);
-  if (!(source instanceof MmapSource)) return readAll(file, options.maxBufferBytes);
-  const tensors = new Map<string, Tensor>();
-  viewsOf(file.header, source, tensors);
-  source.releaseDescriptor();
-  return tensors;
-}
-
-/**
- * loadFile's views in one native call (`mapViews`: open, header checked in C, whole file mapped, one uncounted window),
- * or null where the ordinary way must read the file (no such addon function, pread or populate asked for, a
- * non-default header limit that is not a valid one, a journal next to the file, a header the checked scan does not
- * take, a file over 4 GiB): that way then decides and reports everything exactly as before. Measured on the
- * benchmark's 48-tensor checkpoint, the first loadFile of a fresh process after a gc() (callgrind, instructions from
- * the call to its return): the ordinary way 1.13 M (~0.3 M of it opening, copying the head and building the source,
- * ~0.37 M the header object, ~0.47 M the mapping, window and views), this one 0.61 M; wall time 0.34 -> 0.24 ms
- * (median of 15, load ~2.5). A whole process that loadFiles the 2.37 GiB checkpoint does not see it (54 ms cpu
- * either way); the first call does, and that call is what issue 18's probe against the reference's load_file times.
- */
-function loadMapped(path: string, options: LoadFileOptions): Map<string, Tensor> | null {
+  // The one-call way (`mapViews`) first, written out here rather than in a function of its own: a process's first
+  // loadFile compiles every function it runs, and each costs beside its size (see loadOrdinary for the other way).
   const backend = options.backend;
   const limit = options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
-  if (
-    (backend !== undefined && backend !== "auto" && backend !== "mmap") ||
-    options.populate === true ||
-    !(limit === Number.POSITIVE_INFINITY || (Number.isSafeInteger(limit) && limit >= 0))
-  ) {
-    return null;
-  }
-  const views = mapViews(path, options.interruptedEdit !== "ignore", limit);
-  if (views === null) return null;
+  const views =
+    (backend === undefined || backend === "auto" || backend === "mmap") &&
+    options.populate !== true &&
+    (limit === Number.POSITIVE_INFINITY || (Number.isSafeInteger(limit) && limit >= 0))
+      ? mapViews(path, options.interruptedEdit !== "ignore", limit)
+      : null;
+  if (views === null) return loadOrdinary(path, options);
   const { window, numbers, names } = views;
   registerBuffer(window, mappedFile(path, numbers[0]!, numbers[1]!), 0);
   const dataStart = numbers[2]!;
@@ -198,6 +175,27 @@ function loadMapped(path: string, options: LoadFileOptions): Map<string, Tensor>
     const data = new Uint8Array(window, dataStart + numbers[at + 4]!, numbers[at + 5]!);
     tensors.set(names[i]!, trustedTensor(DTYPES[numbers[at + 2]!]!, shapes[numbers[at + 3]!]!, data));
   }
+  return tensors;
+}
+
+/**
+ * loadFile's ordinary way, where the one-call way (`mapViews`: open, header checked in C, whole file mapped, one
+ * uncounted window) does not apply: no such addon function, pread or populate asked for, a non-default header limit
+ * that is not a valid one, a journal next to the file, a header the checked scan does not take, a file over 4 GiB.
+ * This way then decides and reports everything exactly as before. Measured on the benchmark's 48-tensor checkpoint,
+ * the first loadFile of a fresh process after a gc() (callgrind, instructions from the call to its return): this way
+ * 1.13 M (~0.3 M of it opening, copying the head and building the source, ~0.37 M the header object, ~0.47 M the
+ * mapping, window and views), the one-call way 0.61 M; wall time 0.34 -> 0.24 ms (median of 15, load ~2.5). A whole
+ * process that loadFiles the 2.37 GiB checkpoint does not see it (54 ms cpu either way); the first call does, and
+ * that call is what issue 18's probe against the reference's load_file times.
+ */
+function loadOrdinary(path: string, options: LoadFileOptions): Map<string, Tensor> {
+  const source = openSource(path, options.backend ?? "auto", options.interruptedEdit, options.populate === true);
+  const file = SafetensorsFile.open(source, options);
+  if (!(source instanceof MmapSource)) return readAll(file, options.maxBufferBytes);
+  const tensors = new Map<string, Tensor>();
+  viewsOf(file.header, source, tensors);
+  source.releaseDescriptor();
   return tensors;
 }
 

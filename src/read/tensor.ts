@@ -40,42 +40,50 @@ let trusting = false;
 
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
+/** The dtype's name when `data` holds exactly the bytes `dtype` and `shape` need; `UnknownDtype` or `InvalidTensor`. */
+function checkedDtype(dtype: Dtype | string, shape: readonly number[], data: Uint8Array): Dtype {
+  const info = dtypeInfo(String(dtype));
+  if (!info) throw new SafetensorError("UnknownDtype", `unknown dtype ${JSON.stringify(dtype)}`);
+  const quick = byteSizeNumber(info.name, shape);
+  const size = quick === undefined ? byteSize(info.name, shape) : quick;
+  if (size === null || (typeof size === "number" ? data.byteLength !== size : BigInt(data.byteLength) !== size)) {
+    throw new SafetensorError(
+      "InvalidTensor",
+      `${info.name} [${shape.join(", ")}] needs ${size ?? "a whole number of"} bytes, got ${data.byteLength}`,
+    );
+  }
+  return info.name;
+}
+
 /**
  * A tensor: dtype, shape and its raw little-endian row-major bytes. `data` may be a view into a larger buffer (a
  * file in memory, a mapped file): copy it (`tensor.clone()`) to keep it beyond the source's lifetime.
  */
 export class Tensor {
-  readonly dtype: Dtype;
-  readonly shape: readonly number[];
+  // `declare`: assigned in the constructor only. A declared field would make V8 compile and run a field initializer
+  // for every tensor; with the split constructor below, the first loadFile of a process (what the reference's
+  // load_file is timed against) compiled 16% fewer instructions (callgrind, 2.03 M -> 1.71 M, the bench's 48-tensor
+  // checkpoint, Node 20).
+  declare readonly dtype: Dtype;
+  declare readonly shape: readonly number[];
   /**
    * The bytes. A view of a mapped file becomes empty (length 0) when the file is closed, never dangling; the methods
    * below then throw `Closed` instead of quietly returning nothing.
    */
-  readonly data: Uint8Array;
+  declare readonly data: Uint8Array;
   /** The byte length the tensor was made with, to tell a detached (emptied) buffer from an empty tensor. */
   readonly #byteLength: number;
 
   constructor(dtype: Dtype | string, shape: readonly number[], data: Uint8Array) {
+    // Trusted (`tensorOfInfo`): a validated header's info and exactly its bytes, shape already frozen. The checks are
+    // a function of their own, so that a trusted first call does not compile them.
     if (trusting) {
-      // A validated header's info and exactly its bytes (`tensorOfInfo`): nothing to check, shape already frozen.
       this.dtype = dtype as Dtype;
       this.shape = shape;
-      this.data = data;
-      this.#byteLength = data.byteLength;
-      return;
+    } else {
+      this.dtype = checkedDtype(dtype, shape, data);
+      this.shape = Object.freeze(shape.slice());
     }
-    const info = dtypeInfo(String(dtype));
-    if (!info) throw new SafetensorError("UnknownDtype", `unknown dtype ${JSON.stringify(dtype)}`);
-    const quick = byteSizeNumber(info.name, shape);
-    const size = quick === undefined ? byteSize(info.name, shape) : quick;
-    if (size === null || (typeof size === "number" ? data.byteLength !== size : BigInt(data.byteLength) !== size)) {
-      throw new SafetensorError(
-        "InvalidTensor",
-        `${info.name} [${shape.join(", ")}] needs ${size ?? "a whole number of"} bytes, got ${data.byteLength}`,
-      );
-    }
-    this.dtype = info.name;
-    this.shape = Object.freeze(shape.slice());
     this.data = data;
     this.#byteLength = data.byteLength;
   }
