@@ -12,6 +12,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 import { toFloat32 } from "../src/codecs/index.js";
 import { bakeLora } from "../src/merge/node-lora.js";
+import { poolCounters } from "../src/merge/node-pool.js";
 import { loadFile } from "../src/read/node-files.js";
 import { openSharded } from "../src/shards/node.js";
 import { repoRoot } from "./helpers/corpus.js";
@@ -67,6 +68,31 @@ for (const [name, spec] of Object.entries(cases)) {
     }
   });
 }
+
+/** Every file of a checkpoint directory, by name. */
+function filesOf(dir: string): Map<string, Buffer> {
+  return new Map(fs.readdirSync(dir).map((name) => [name, fs.readFileSync(path.join(dir, name))]));
+}
+
+test("two workers reading, baking and writing their own blocks give the main thread's bytes, for every case", async () => {
+  const before = poolCounters.fileTasks;
+  for (const [name, spec] of Object.entries(cases)) {
+    const adapters = spec.adapters.map((adapter, i) => ({
+      location: path.join(FIXTURES, "adapters", adapter),
+      weight: spec.weights[i],
+    }));
+    const outs = [1, 2].map((threads) => fs.mkdtempSync(path.join(os.tmpdir(), `lora-${name}-${threads}-`)));
+    try {
+      await bakeLora(path.join(FIXTURES, spec.base), adapters, outs[0]!, { threads: 1 });
+      // Blocks of a few rows: every updated tensor is several file tasks, in flight on both workers at once.
+      await bakeLora(path.join(FIXTURES, spec.base), adapters, outs[1]!, { threads: 2, chunkElements: 200 });
+      assert.deepEqual(filesOf(outs[1]!), filesOf(outs[0]!), name);
+    } finally {
+      for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+    }
+  }
+  assert.ok(poolCounters.fileTasks - before > 20, `${poolCounters.fileTasks - before} file tasks`);
+});
 
 test("lora merge on the command line, and adapters refused by name", async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), "lora-cli-"));

@@ -15,6 +15,7 @@ import { isDeepStrictEqual } from "node:util";
 import { toFloat32 } from "../src/codecs/index.js";
 import { evaluateSetting } from "../src/merge/config.js";
 import { mergeModels, parseMergeYaml } from "../src/merge/node-merge.js";
+import { poolCounters } from "../src/merge/node-pool.js";
 import { loadFile } from "../src/read/node-files.js";
 import type { Tensor } from "../src/read/tensor.js";
 import { openSharded } from "../src/shards/node.js";
@@ -66,7 +67,7 @@ function readOutput(dir: string): Map<string, Tensor> {
 
 async function runFixture(
   name: string,
-  options: { seed?: number; maxParallelSparsifyBytes?: number } = {},
+  options: { seed?: number; maxParallelSparsifyBytes?: number; threads?: number; chunkElements?: number } = {},
 ): Promise<string> {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), `merge-${name}-`));
   const config = parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", `${name}.yml`), "utf8"));
@@ -145,6 +146,26 @@ function compareStats(name: string, ours: Map<string, Tensor>, expected: Map<str
   assert.ok(Math.abs(a.keep - b.keep) < 0.03, `${name}: ${a.keep} of entries changed, mergekit ${b.keep}`);
   assert.ok(Math.abs(a.l1 / b.l1 - 1) < 0.08, `${name}: L1 of the merged deltas ${a.l1}, mergekit ${b.l1}`);
 }
+
+test("element-wise merges on two workers (each reads, computes and writes its own chunks) give one thread's bytes", async () => {
+  const before = poolCounters.fileTasks;
+  for (const name of ["linear_f32", "linear_bf16", "task_arithmetic", "passthrough_stack", "slices_linear"]) {
+    const outs = [
+      await runFixture(name, { threads: 1 }),
+      // Chunks of 100 elements: every tensor is several file tasks, in flight on both workers at once.
+      await runFixture(name, { threads: 2, chunkElements: 100 }),
+    ];
+    try {
+      const [one, two] = outs.map(
+        (out) => new Map(fs.readdirSync(out).map((file) => [file, fs.readFileSync(path.join(out, file))])),
+      );
+      assert.deepEqual(two, one, name);
+    } finally {
+      for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+    }
+  }
+  assert.ok(poolCounters.fileTasks - before > 20, `${poolCounters.fileTasks - before} file tasks`);
+});
 
 test("DARE's drops are seeded: the same seed gives the same bytes, another seed others", async () => {
   const first = await runFixture("dare_ties", { seed: 7 });

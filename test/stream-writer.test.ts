@@ -11,6 +11,7 @@ import * as path from "node:path";
 import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, test } from "node:test";
 import fc from "fast-check";
+import { readFullyAt, writeAtPath } from "../src/io/node-chunk-io.js";
 import { copyCounters, copyRange } from "../src/io/node-copy.js";
 import {
   createWriter,
@@ -235,6 +236,48 @@ describe("streaming writer", () => {
       }
     });
   }
+
+  test("claim: bytes written through another descriptor at the claimed place; the file sized at the first claim", () => {
+    const tensors = { a: u8(70000, 3), b: u8(9000, 4) };
+    const writer = createWriter(target(), {
+      a: { dtype: "U8", shape: [70000] },
+      b: { dtype: "U8", shape: [9000] },
+    });
+    writer.write("a", tensors.a.data.subarray(0, 100), 0);
+    const claimed = writer.claim("a", 100, 69900);
+    assert.equal(fs.statSync(claimed.path).size, serialize(tensors).length, "sized to the whole file");
+    // Whole pages go around the page cache (writeDirect), the ends through it: both land at the place claimed.
+    writeAtPath(claimed.path, tensors.a.data.subarray(100), claimed.position);
+    const b = writer.claim("b", 0, 9000);
+    writeAtPath(b.path, tensors.b.data, b.position);
+    // Claimed bytes count as written: claiming or writing them again is refused, and the writer aborted.
+    assert.equal(writer.remaining(), 0);
+    throwsCode(() => writer.claim("a", 69000, 500), "WriteConflict");
+    assert.equal(writer.state, "aborted");
+    const again = createWriter(target(), { a: { dtype: "U8", shape: [70000] }, b: { dtype: "U8", shape: [9000] } });
+    const first = again.claim("a", 0, 70000);
+    writeAtPath(first.path, tensors.a.data, first.position);
+    const second = again.claim("b", 0, 9000);
+    writeAtPath(second.path, tensors.b.data, second.position);
+    again.commit();
+    assert.deepEqual(new Uint8Array(fs.readFileSync(target())), serialize(tensors));
+    throwsCode(() => again.claim("b", 0, 1), "Closed");
+  });
+
+  test("readFullyAt reads a whole range, and a file shorter than promised is SourceChanged", () => {
+    const file = path.join(dir, "bytes.bin");
+    const bytes = fill(10000, 5);
+    fs.writeFileSync(file, bytes);
+    const fd = fs.openSync(file, "r");
+    try {
+      const into = new Uint8Array(5000);
+      readFullyAt(fd, into, 4000);
+      assert.deepEqual(into, bytes.subarray(4000, 9000));
+      throwsCode(() => readFullyAt(fd, new Uint8Array(100), 9950), "SourceChanged");
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
 
   test("stale temporary files of dead writers are removed by the next write; live ones are kept", () => {
     const dead = spawnSync(process.execPath, ["-e", ""]).pid!;

@@ -10,6 +10,7 @@
  * in the same directory + rename, see `node-write.ts`). The first error of any kind aborts the writer: the temporary
  * file is removed, the target is left as it was, and later calls throw `Closed`.
  */
+import * as fs from "node:fs";
 import { quoteName, SafetensorError } from "../format/errors.js";
 import {
   type LayoutPlan,
@@ -113,6 +114,7 @@ class SafetensorsWriter {
   readonly #regions = new Map<string, Region>();
   #state: "open" | "committed" | "aborted" = "open";
   #scratch: Uint8Array | null = null;
+  #sized = false;
 
   /** Not exported as a value: {@link createWriter} makes writers. */
   constructor(path: string, layout: LayoutPlan, file: AtomicFile) {
@@ -211,6 +213,26 @@ class SafetensorsWriter {
         },
       });
       region.add(at, at + length);
+    });
+  }
+
+  /**
+   * Reserve `length` bytes of tensor `name` at `offset` (inside the tensor) for a writer elsewhere: the caller writes
+   * them at byte `position` of the temporary file at `path`, through a descriptor of its own (another thread's), and
+   * must have written them before `commit()`; if it cannot, it must `abort()`. They count as written now. The file
+   * is sized to its full length at the first claim: writes past the end from several threads would serialize (ext4
+   * takes the inode's lock to extend a file) and extend it under each other.
+   */
+  claim(name: string, offset: number, length: number): { path: string; position: number } {
+    return this.#guard(() => {
+      const region = this.#region(name);
+      const at = this.#reserve(region, offset, length);
+      if (!this.#sized) {
+        fs.ftruncateSync(this.#file.fd, this.layout.totalLength);
+        this.#sized = true;
+      }
+      region.add(at, at + length);
+      return { path: this.#file.temp, position: this.layout.header.length + region.tensor.begin + at };
     });
   }
 

@@ -195,12 +195,17 @@ class ChunkScratch {
 
 const localScratch = new ChunkScratch();
 
-/** One chunk of an element-wise job, computed in this thread: decode, merge, encode. */
+/**
+ * One chunk of an element-wise job, computed in this thread: decode, merge, encode. `into(length)` gives the buffer
+ * the encoded bytes go to (default: a new one; a worker reuses one, as fresh buffers are zeroed first and pile up
+ * dead until V8 collects them).
+ */
 export function computeChunk(
   job: TensorJob,
   raws: readonly Uint8Array[],
   count: number,
   scratch = localScratch,
+  into?: (length: number) => Uint8Array,
 ): Uint8Array {
   scratch.ensure(raws.length, count);
   if (isTableLinear(job)) {
@@ -209,7 +214,7 @@ export function computeChunk(
     const weights = job.inputs.map((input) => round(input.params.get("weight") ?? 0));
     const fast = linear16Kernel();
     if (fast !== null) {
-      const encoded = new Uint8Array(count * 2);
+      const encoded = into?.(count * 2) ?? new Uint8Array(count * 2);
       const divisor = (job.params.get("normalize") ?? 1) !== 0 ? sumRounded(weights, round) : null;
       fast(raws, Float32Array.from(weights), divisor, dtype, count, encoded);
       return encoded;
@@ -228,7 +233,7 @@ export function computeChunk(
       out,
       count,
     );
-    return encodeValues(out, job.outDtype);
+    return encodeValues(out, job.outDtype, into);
   }
   const xs = raws.map((bytes, i) => {
     const x = scratch.xs[i]!.subarray(0, count);
@@ -237,7 +242,7 @@ export function computeChunk(
   });
   const out = scratch.out.subarray(0, count);
   mergeValues(job, xs, out, 0, scratch.tmp.subarray(0, count));
-  return encodeValues(out, job.outDtype);
+  return encodeValues(out, job.outDtype, into);
 }
 
 /**
@@ -314,9 +319,15 @@ async function streamChunks(
   if (failed !== null) throw failed;
 }
 
-function encodeValues(values: Float32Array, dtype: string): Uint8Array {
-  if (dtype === "F32") return new Uint8Array(values.buffer, values.byteOffset, values.byteLength).slice();
-  return fromFloat32(dtype as "F16" | "BF16", values);
+function encodeValues(values: Float32Array, dtype: string, into?: (length: number) => Uint8Array): Uint8Array {
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  const out = into?.(elementBytes(dtype) * values.length);
+  if (dtype === "F32") {
+    if (out === undefined) return bytes.slice();
+    out.set(bytes);
+    return out;
+  }
+  return fromFloat32(dtype as "F16" | "BF16", values, out === undefined ? undefined : { out });
 }
 
 /**

@@ -33,8 +33,8 @@ export function linear16Kernel(): Linear16Kernel | null {
 export interface LoraKernels {
   /** `count` F16 or BF16 codes to float32 in `out`. */
   decode16(bytes: Uint8Array, dtype: "F16" | "BF16", count: number, out: Float32Array): void;
-  /** float32 values to F16 or BF16 codes. */
-  encode16(values: Float32Array, dtype: "F16" | "BF16"): Uint8Array;
+  /** float32 values to F16 or BF16 codes (into `out` when given: its first 2 × values.length bytes). */
+  encode16(values: Float32Array, dtype: "F16" | "BF16", out?: Uint8Array): Uint8Array;
   /**
    * A low-rank update added to float32 `values` [rows × cols] in place: `left` [rows × rank], `right` [cols × rank],
    * `magnitude` [rows] or null, as `addLowRank` adds one (after restricting the factors to their rows).

@@ -89,8 +89,8 @@ export function nativeLoraKernels(): LoraKernels | null {
     decode16(bytes, dtype, count, out) {
       a.halfToFloat32(bytes, dtype === "BF16", count, out);
     },
-    encode16(values, dtype) {
-      const out = new Uint8Array(values.length * 2);
+    encode16(values, dtype, into) {
+      const out = into?.subarray(0, values.length * 2) ?? new Uint8Array(values.length * 2);
       a.float32ToHalf(values, dtype === "BF16", values.length, out);
       return out;
     },

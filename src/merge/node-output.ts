@@ -28,16 +28,31 @@ export function outputBytes(tensors: readonly OutputTensorSpec[]): number {
   return tensors.reduce((sum, t) => sum + elementCount(t.shape) * elementBytes(t.dtype), 0);
 }
 
+/** Where a tensor's bytes go besides `write`: straight from a file, or by another thread. */
+export interface TensorTarget {
+  /** Copy `length` bytes at `position` of `fd` to byte `offset` of the tensor (copy_file_range, or direct I/O). */
+  copyFrom(fd: number, position: number, length: number, offset: number): void;
+  /**
+   * Bytes [offset, offset + length) of the tensor, written by the caller at `position` of the file at `path` through
+   * a descriptor of its own (a worker thread's), before `fill` resolves.
+   */
+  claim(offset: number, length: number): { path: string; position: number };
+}
+
 /**
- * Write `tensors` (in this order) into `outDir` as a checkpoint: `fill(name, write)` gives each tensor's bytes, by
- * pieces at byte offsets. `sideFiles` are committed with the shards.
+ * Write `tensors` (in this order) into `outDir` as a checkpoint: `fill(name, write, target)` gives each tensor's
+ * bytes, by pieces at byte offsets. `sideFiles` are committed with the shards.
  */
 export async function writeCheckpoint(
   outDir: string,
   tensors: readonly OutputTensorSpec[],
   sideFiles: readonly (readonly [string, Uint8Array])[],
   options: WriteCheckpointOptions,
-  fill: (tensor: OutputTensorSpec, write: (bytes: Uint8Array, byteOffset: number) => void) => Promise<void>,
+  fill: (
+    tensor: OutputTensorSpec,
+    write: (bytes: Uint8Array, byteOffset: number) => void,
+    target: TensorTarget,
+  ) => Promise<void>,
 ): Promise<string[]> {
   const byName = new Map(tensors.map((t) => [t.name, t]));
   const plan = planShards(
@@ -57,7 +72,10 @@ export async function writeCheckpoint(
       );
       try {
         for (const name of names) {
-          await fill(byName.get(name)!, (bytes, offset) => writer.write(name, bytes, offset));
+          await fill(byName.get(name)!, (bytes, offset) => writer.write(name, bytes, offset), {
+            copyFrom: (fd, position, length, offset) => writer.copyFrom(name, fd, position, length, offset),
+            claim: (offset, length) => writer.claim(name, offset, length),
+          });
         }
         writer.commit();
       } finally {

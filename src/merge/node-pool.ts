@@ -9,6 +9,28 @@ import { Worker } from "node:worker_threads";
 import { SafetensorError, type SafetensorErrorCode } from "../format/errors.js";
 import type { ChunkCompute, SparsifyTask } from "./execute.js";
 import type { BakeBlock } from "./lora.js";
+import type { TensorJob } from "./plan.js";
+
+/** A byte range of a file a worker reads itself: a descriptor of this process, position, length. */
+export interface FileRange {
+  readonly fd: number;
+  readonly position: number;
+  readonly length: number;
+}
+
+/**
+ * A chunk a worker reads, computes and writes itself (the GGUF converter's design, gguf/node-quant-worker.ts): the
+ * main thread touches none of its bytes, and the workers read, compute and write in parallel. `compute`: a chunk of
+ * an element-wise merge job (`count` elements per input), or a block of a bake (its `raw` is the one read).
+ */
+export interface FileTask {
+  readonly reads: readonly FileRange[];
+  readonly compute:
+    | { readonly kind: "chunk"; readonly job: TensorJob; readonly count: number }
+    | { readonly kind: "bake"; readonly block: BakeBlock };
+  /** Where the result goes: the output's temporary file (sized already) and the byte position. */
+  readonly out: { readonly path: string; readonly position: number };
+}
 
 /** At most this many worker threads by default (and never more than the CPUs). */
 export const DEFAULT_MAX_THREADS = 4;
@@ -23,9 +45,12 @@ function workerFile(): string {
 }
 
 interface Pending {
-  resolve: (bytes: Uint8Array) => void;
+  resolve: (result: Uint8Array | number) => void;
   reject: (error: unknown) => void;
 }
+
+/** File tasks run since the process started (tests check that the worker path was taken). */
+export const poolCounters = { fileTasks: 0 };
 
 export class ChunkPool {
   readonly #workers: Worker[] = [];
@@ -46,12 +71,13 @@ export class ChunkPool {
       worker.unref();
       worker.on(
         "message",
-        (message: { id: number; bytes?: Uint8Array; error?: { message: string; code?: string } }) => {
+        (message: { id: number; bytes?: Uint8Array; written?: number; error?: { message: string; code?: string } }) => {
           const pending = this.#pending.get(message.id);
           if (!pending) return;
           this.#pending.delete(message.id);
           this.#load[i]!--;
           if (message.bytes) pending.resolve(message.bytes);
+          else if (message.written !== undefined) pending.resolve(message.written);
           else {
             const e = message.error!;
             pending.reject(new SafetensorError((e.code ?? "InvalidTensor") as SafetensorErrorCode, e.message));
@@ -92,7 +118,7 @@ export class ChunkPool {
 
   /** Sparsify a whole-tensor task vector on the least busy worker (its buffer is handed over and back). */
   sparsify = (task: SparsifyTask): Promise<Float32Array> =>
-    this.#run({ kind: "sparsify", task }, [task.delta.buffer as ArrayBuffer]).then(
+    this.#run<Uint8Array>({ kind: "sparsify", task }, [task.delta.buffer as ArrayBuffer]).then(
       (bytes) => new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4),
     );
 
@@ -101,12 +127,18 @@ export class ChunkPool {
     return this.#run({ kind: "bake", block });
   }
 
-  #run(task: object, transfer: ArrayBuffer[] = []): Promise<Uint8Array> {
-    return new Promise<Uint8Array>((resolve, reject) => {
+  /** Run a file task on the least busy worker; resolves with the bytes it wrote. */
+  file(task: FileTask): Promise<number> {
+    poolCounters.fileTasks++;
+    return this.#run<number>({ kind: "file", task });
+  }
+
+  #run<T = Uint8Array>(task: object, transfer: ArrayBuffer[] = []): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
       let target = 0;
       for (let i = 1; i < this.#load.length; i++) if (this.#load[i]! < this.#load[target]!) target = i;
       const id = this.#nextId++;
-      this.#pending.set(id, { resolve, reject });
+      this.#pending.set(id, { resolve: resolve as (result: Uint8Array | number) => void, reject });
       this.#load[target]!++;
       this.#workers[target]!.postMessage({ id, ...task }, transfer);
     });
@@ -115,5 +147,32 @@ export class ChunkPool {
   async close(): Promise<void> {
     await Promise.all(this.#workers.map((w) => w.terminate()));
     this.#workers.length = 0;
+  }
+}
+
+/**
+ * Tasks in flight, at most `depth` of them: `add` waits for the oldest when full, `drain` for all. A failure is thrown
+ * by the `add` or `drain` that meets it once every other task has settled, so no worker still writes into an output
+ * that the failure is about to remove.
+ */
+export class Flight {
+  readonly #tasks: Promise<unknown>[] = [];
+  constructor(readonly depth: number) {}
+
+  async add(task: Promise<unknown>): Promise<void> {
+    task.catch(() => {}); // awaited below or by drain
+    this.#tasks.push(task);
+    if (this.#tasks.length < this.depth) return;
+    try {
+      await this.#tasks.shift();
+    } catch (error) {
+      await Promise.allSettled(this.#tasks.splice(0));
+      throw error;
+    }
+  }
+
+  async drain(): Promise<void> {
+    const results = await Promise.allSettled(this.#tasks.splice(0));
+    for (const result of results) if (result.status === "rejected") throw result.reason;
   }
 }

@@ -23,6 +23,11 @@ export interface ModelSource {
   readonly catalog: ModelCatalog;
   /** The model's config.json, parsed (null when it has none). */
   readonly config: Record<string, unknown> | null;
+  /**
+   * Where tensor `name`'s stored data starts in a local file: a read descriptor (open until `close()`; any thread of
+   * the process may read it) and the byte position. null for remote models.
+   */
+  locate(name: string): { fd: number; position: number } | null;
   /** Bytes [byteOffset, byteOffset + byteLength) of tensor `name`'s stored data. */
   read(name: string, byteOffset: number, byteLength: number, signal?: AbortSignal): Promise<Uint8Array>;
   /** A file beside the weights (`config.json`, `tokenizer.json`...), or null when there is none. */
@@ -131,6 +136,12 @@ export async function openModel(location: string, options: NodeOpenOptions = {})
   const read = (file: string) => (remote ? readRemote(file, options, max) : Promise.resolve(readLocal(file, max)));
   const where = await locate(location, read, remote);
   const files = new Map<string, AsyncSafetensorsFile>();
+  // Local shards' read descriptors for worker threads (node-pool.ts), opened beside the files' own.
+  const fds = new Map<string, number>();
+  const closeFds = () => {
+    for (const fd of fds.values()) fs.closeSync(fd);
+    fds.clear();
+  };
   try {
     const shardOf = new Map<string, string>();
     if (where.index !== null) {
@@ -141,6 +152,7 @@ export async function openModel(location: string, options: NodeOpenOptions = {})
         if (name.includes("..") || name.startsWith("/"))
           throw new SafetensorError("UnsafePath", `shard ${quoteName(name)}`);
         files.set(name, await openAsync(joinLocation(where.dir, name, remote), options));
+        if (!remote) fds.set(name, fs.openSync(joinLocation(where.dir, name, remote), "r"));
       }
       const checked = checkShards(index, new Map([...files].map(([name, file]) => [name, file.header])));
       for (const [name, loc] of checked.locations) shardOf.set(name, loc.file);
@@ -148,6 +160,7 @@ export async function openModel(location: string, options: NodeOpenOptions = {})
       const name = remote ? where.single!.replace(/^.*\//, "") : path.basename(where.single!);
       const file = await openAsync(where.single!, options);
       files.set(name, file);
+      if (!remote) fds.set(name, fs.openSync(where.single!, "r"));
       for (const tensor of file.header.tensors.keys()) shardOf.set(tensor, name);
     }
     // Tensors in the shards' order, each shard's in file order.
@@ -175,6 +188,14 @@ export async function openModel(location: string, options: NodeOpenOptions = {})
       location,
       catalog: { tensors, numLayers },
       config,
+      locate(name) {
+        const shard = shardOf.get(name) ?? "";
+        const fd = fds.get(shard);
+        const file = files.get(shard);
+        if (fd === undefined || file === undefined) return null;
+        const info = file.header.tensors.get(name)!;
+        return { fd, position: file.header.dataStart + info.dataOffsets[0] };
+      },
       async read(name, byteOffset, byteLength, signal) {
         const file = files.get(shardOf.get(name) ?? "");
         if (!file) throw new SafetensorError("TensorNotFound", `${location} has no tensor ${quoteName(name)}`);
@@ -185,10 +206,12 @@ export async function openModel(location: string, options: NodeOpenOptions = {})
       },
       readSideFile: (name) => read(joinLocation(where.dir, name, remote)),
       async close() {
+        closeFds();
         await Promise.all([...files.values()].map((f) => f.close()));
       },
     };
   } catch (error) {
+    closeFds();
     await Promise.all([...files.values()].map((f) => f.close().catch(() => {})));
     throw error;
   }
