@@ -7,7 +7,8 @@ mergekit-extract-lora's adapters of the same pairs.
 Writes test/fixtures/extract/:
 - models/base (float32), models/full (every tensor moved: each linear layer by a full-rank update with a decaying
   spectrum, so a rank-R truncation leaves a known error), models/lowrank (each linear layer moved by a rank-3 product,
-  norms and embeddings moved too), models/base_bf16 and models/lowrank_bf16 (the same in bfloat16: the fine-tune is
+  norms and embeddings moved too), models/qwen_base and models/qwen_tuned (a Qwen2 with tied embeddings and q/k/v
+  biases: rank-2 updates, biases, norms and embeddings moved), models/base_bf16 and models/lowrank_bf16 (the same in bfloat16: the fine-tune is
   bf16(base + B @ A)). Each model has a config.json that transformers loads.
 - expected/lowrank_bf16_r3.safetensors: bf16(base_bf16 + the rank-3 truncation of lowrank_bf16 - base_bf16) for
   each linear weight: what a rank-3 extraction baked into base_bf16 can best give.
@@ -27,7 +28,7 @@ import sys
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "test", "fixtures", "extract")
@@ -39,21 +40,41 @@ CASES = {
     "lowrank_r3": ("base", "lowrank", 3, []),
     "lowrank_r8": ("base", "lowrank", 8, []),
     "full_r4_embed": ("base", "full", 4, ["--embed-lora"]),
+    "qwen_r4": ("qwen_base", "qwen_tuned", 4, []),
 }
 
 
+# Both tiny models' sizes: k_proj and v_proj are 16 x 32, a rank of 20 is clamped for them.
+SIZES = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
+
+
 def config():
-    return LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-    )
+    return LlamaConfig(**SIZES, head_dim=8, tie_word_embeddings=False)
+
+
+def make_qwen():
+    """A tiny Qwen2 with tied embeddings (no lm_head.weight in its file) and q/k/v biases, and a fine-tune of it:
+    rank-2 updates of the linear layers, every bias and norm moved."""
+    cfg = Qwen2Config(**SIZES, tie_word_embeddings=True)
+    torch.manual_seed(3)
+    model = Qwen2ForCausalLM(cfg)
+    model.save_pretrained(os.path.join(MODELS, "qwen_base"), safe_serialization=True)
+    g = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2 and "embed" not in name:
+                p.add_(torch.randn(p.shape[0], 2, generator=g) @ torch.randn(2, p.shape[1], generator=g) * 0.05)
+            else:
+                p.add_(torch.randn(p.shape, generator=g) * 0.05)
+    model.save_pretrained(os.path.join(MODELS, "qwen_tuned"), safe_serialization=True)
 
 
 def save_model(name, tensors, dtype):
@@ -96,6 +117,7 @@ def main():
     save_model("lowrank", lowrank, torch.float32)
     save_model("base_bf16", base, torch.bfloat16)
     save_model("lowrank_bf16", lowrank, torch.bfloat16)
+    make_qwen()
 
     expected = {}
     for tuned_name in ["full", "lowrank"]:
@@ -153,6 +175,7 @@ def main():
             cfg = json.load(f)
         # Paths of this machine out of the committed file.
         cfg["base_model_name_or_path"] = base_name
+        cfg["target_modules"] = sorted(cfg["target_modules"])  # a Python set: its order changes from run to run
         with open(os.path.join(out, "adapter_config.json"), "w") as f:
             json.dump(cfg, f, indent=1, sort_keys=True)
         print(case, "ok")

@@ -15,8 +15,9 @@ layer's update becomes its best rank-R approximation (truncated SVD): lora_A = s
 (--no-distribute-scale: lora_A = S V^T, lora_B = U), r = lora_alpha, so the adapter adds exactly the approximation.
 A module smaller than R gets its own smaller rank (rank_pattern); --strict-rank refuses it instead; --sv-epsilon
 drops singular values at or below E. Embeddings and lm_head are saved whole (modules_to_save) unless --embed-lora;
-norms and other weights that are not linear layers are saved whole unless --skip-undecomposable. A bias that
-changed goes into lora_B.bias (lora_bias). --json lists each module's rank and the share of its update the rank
+norms and other weights that are not linear layers are saved whole unless --skip-undecomposable. Bias changes
+go into lora_B.bias (lora_bias) when every factored module has a bias; otherwise PEFT cannot apply them and they
+are left out with a warning. --json lists each module's rank and the share of its update the rank
 retains ("retained": 1 - (error / |dW|)^2, Frobenius norms).
 
 The SVD is exact (Gram matrix in float64, Householder + QL) while a matrix is small enough to take seconds

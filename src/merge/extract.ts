@@ -12,7 +12,10 @@
  *   module of that name, unless `skipUndecomposable`;
  * - a factored module's rank is min(rank, out, in), lowered to the number of singular values above `svEpsilon`;
  *   r = lora_alpha = the largest rank (scaling 1), and modules of another rank are in rank_pattern and alpha_pattern.
- * A bias that changed is PEFT's `lora_B.bias` (config `lora_bias: true`); one that did not is left out.
+ * Biases: PEFT's `lora_bias` gives every target module a `lora_B.bias`, and cannot merge into a layer without a bias;
+ * so bias changes go into the adapter (config `lora_bias: true`) when every factored module has a bias, and are
+ * otherwise reported as left out (a module saved whole keeps its bias).
+ * A model with tied embeddings and no `lm_head.weight` of its own gets one, the input embedding, as mergekit does.
  */
 import type { Dtype } from "../format/dtypes.js";
 import { quoteName, SafetensorError } from "../format/errors.js";
@@ -34,6 +37,26 @@ const INPUT_EMBEDDINGS = new Set([
 ]);
 /** Output embeddings (`get_output_embeddings()`). */
 const OUTPUT_EMBEDDINGS = new Set(["lm_head", "embed_out"]);
+/** Input embeddings that are token embeddings (an output embedding can be tied to one). */
+const TOKEN_EMBEDDINGS = new Set(["embed_tokens", "wte", "word_embeddings", "embed_in", "tok_embeddings", "shared"]);
+
+/**
+ * A model whose config ties its word embeddings and whose checkpoint has no `lm_head.weight`: that name and the
+ * token embedding it stands for (transformers' tied `lm_head`, which mergekit saves or factors like any other);
+ * null otherwise.
+ */
+export function tiedOutputEmbedding(
+  tensors: ReadonlyMap<string, CatalogTensor>,
+  config: Record<string, unknown> | null,
+): { name: string; target: string } | null {
+  if (config?.tie_word_embeddings !== true || tensors.has("lm_head.weight")) return null;
+  for (const name of tensors.keys()) {
+    if (!name.endsWith(".weight")) continue;
+    if (TOKEN_EMBEDDINGS.has(lastComponent(name.slice(0, -".weight".length))))
+      return { name: "lm_head.weight", target: name };
+  }
+  return null;
+}
 
 export interface ExtractPlanOptions {
   /** The largest rank of a module's factors. */
@@ -91,6 +114,8 @@ export interface ExtractPlan {
   readonly warnings: readonly string[];
 }
 
+const lastComponent = (module: string) => module.slice(module.lastIndexOf(".") + 1);
+
 const FLOATS: ReadonlySet<Dtype> = new Set<Dtype>(["F32", "F16", "BF16", "F64"]);
 
 function compile(patterns: readonly string[] | undefined, option: string): RegExp[] {
@@ -105,8 +130,6 @@ function compile(patterns: readonly string[] | undefined, option: string): RegEx
     }
   });
 }
-
-const lastComponent = (module: string) => module.slice(module.lastIndexOf(".") + 1);
 
 /** Check the options that do not depend on the models. */
 export function checkExtractOptions(options: ExtractPlanOptions): void {
@@ -319,7 +342,7 @@ export interface AdapterConfigInput {
   /** Kept rank by module. */
   ranks: ReadonlyMap<string, number>;
   modulesToSave: readonly string[];
-  /** Some module's bias changed: its lora_B.bias is in the adapter. */
+  /** The adapter holds lora_B.bias tensors (every factored module has a bias, and some changed). */
   loraBias: boolean;
 }
 

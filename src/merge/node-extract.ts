@@ -21,6 +21,7 @@ import {
   loraTensorNames,
   planExtraction,
   savedTensorName,
+  tiedOutputEmbedding,
 } from "./extract.js";
 import { type OutputTensorSpec, writeCheckpoint } from "./node-output.js";
 import { type ModelSource, openModel } from "./node-source.js";
@@ -144,13 +145,29 @@ export async function extractLora(
   }
 }
 
+/** `model` with a tied `lm_head.weight` (see `tiedOutputEmbedding`) as a tensor of its own, read from its target. */
+function withTiedHead(model: ModelSource): ModelSource {
+  const tied = tiedOutputEmbedding(model.catalog.tensors, model.config);
+  if (tied === null) return model;
+  const tensors = new Map(model.catalog.tensors);
+  tensors.set(tied.name, tensors.get(tied.target)!);
+  return {
+    ...model,
+    catalog: { ...model.catalog, tensors },
+    read: (name, byteOffset, byteLength, signal) =>
+      model.read(name === tied.name ? tied.target : name, byteOffset, byteLength, signal),
+  };
+}
+
 async function extractOpen(
   baseLocation: string,
-  base: ModelSource,
-  tuned: ModelSource,
+  baseModel: ModelSource,
+  tunedModel: ModelSource,
   outDir: string,
   options: ExtractLoraOptions,
 ): Promise<ExtractSummary> {
+  const base = withTiedHead(baseModel);
+  const tuned = withTiedHead(tunedModel);
   const plan = planExtraction(base.catalog.tensors, tuned.catalog.tensors, options);
   const loras = plan.items.filter((item): item is LoraModulePlan => item.kind === "lora");
   const tunedInfo = (name: string) => tuned.catalog.tensors.get(name)!;
@@ -179,7 +196,8 @@ async function extractOpen(
   const outputs: OutputTensor[] = [];
   const modules: ExtractedModule[] = [];
   const ranks = new Map<string, number>();
-  let loraBias = false;
+  const biases: { name: string; dtype: Dtype; values: Float32Array }[] = [];
+  const warnings = [...plan.warnings];
   for (const item of plan.items) {
     throwIfAborted(options.signal);
     if (item.kind === "save") {
@@ -232,7 +250,7 @@ async function extractOpen(
     outputs.push({ name: names.b, dtype, shape: [m, rank], bytes: encode(b, dtype), copyOf: null });
     if (item.bias !== null) {
       const info = tunedInfo(item.bias);
-      const biasDelta = await readDelta(
+      const values = await readDelta(
         base,
         tuned,
         item.bias,
@@ -242,10 +260,7 @@ async function extractOpen(
         options.signal,
         read,
       );
-      if (biasDelta.some((v) => v !== 0)) {
-        loraBias = true;
-        outputs.push({ name: names.bias, dtype, shape: [rows], bytes: encode(biasDelta, dtype), copyOf: null });
-      }
+      biases.push({ name: names.bias, dtype, values });
     }
     ranks.set(item.module, rank);
     modules.push({
@@ -256,6 +271,19 @@ async function extractOpen(
     });
     progress.modulesDone++;
     options.onProgress?.(progress);
+  }
+  // PEFT's lora_bias puts a lora_B.bias on every target module and cannot merge one into a layer without a bias.
+  const changed = biases.filter((b) => b.values.some((v) => v !== 0));
+  const loraBias = changed.length > 0 && biases.length === loras.length;
+  if (loraBias) {
+    for (const b of biases)
+      outputs.push({ ...b, shape: [b.values.length], bytes: encode(b.values, b.dtype), copyOf: null });
+  } else if (changed.length > 0) {
+    const largest = Math.max(...changed.map((b) => b.values.reduce((m, v) => Math.max(m, Math.abs(v)), 0)));
+    warnings.push(
+      `the biases of ${changed.length} factored modules changed (by up to ${largest}) and are left out: PEFT's ` +
+        "lora_bias needs a bias in every target module; --save-module NAME keeps such modules whole",
+    );
   }
   const config = extractedAdapterConfig({ base: baseLocation, ranks, modulesToSave: plan.modulesToSave, loraBias });
   const sideFiles: [string, Uint8Array][] = [
@@ -297,7 +325,7 @@ async function extractOpen(
     modulesToSave: [...plan.modulesToSave],
     saved: plan.items.filter((item) => item.kind === "save").length,
     skipped: [...plan.skipped],
-    warnings: [...plan.warnings],
+    warnings,
     bytesRead,
     bytesWritten,
   };
