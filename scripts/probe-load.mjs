@@ -2,11 +2,17 @@
 // An independent check of the headline on every tested Node, outside the bench's harness: the packed tarball
 // installed with --ignore-scripts into a scratch project (as a user whose npm runs no install scripts gets it), then,
 // in fresh processes, `loadFile(FILE)` there against the reference's `safetensors.torch.load_file(FILE)`, round-robin
-// (one run of each Node, then the reference, then again). Each side imports its library first and times only the
-// call (performance.now / perf_counter_ns); RSS growth is the resident set after minus before (VmRSS). Each Node's
-// process also reports the backend `doctor` would name (mmap when the prebuilt addon loaded).
+// (one run of each Node, then the reference, then again). Each side imports its library first, collects garbage
+// (`gc()` under --expose-gc, `gc.collect()`: what the bench's workers do before a timed call) and times only the call
+// (performance.now / perf_counter_ns); RSS growth is the resident set after minus before (VmRSS). Each Node's process
+// also reports the backend `doctor` would name (mmap when the prebuilt addon loaded).
 //
-//   node scripts/probe-load.mjs FILE [--runs 7] [--majors 20,22,24,26] [--tarball PATH] [--python PATH]
+// Why the collection: the first minor GC of a Node process comes after ~0.6 MB of young allocations, and importing
+// the package and opening the file once make most of that, so without it the process's first scavenge (1-3 ms on
+// this VM) lands inside the timed call on some Nodes and just before it on others, moved by a few KiB of allocation
+// anywhere before (seen with --trace-gc). `--no-gc` times without the collection.
+//
+//   node scripts/probe-load.mjs FILE [--runs 7] [--majors 20,22,24,26] [--tarball PATH] [--python PATH] [--no-gc]
 //
 // Run it under the bench lock on a shared machine: it is a timing. The verdict per Node is the bench's load_views
 // goal: reference median / ours median >= 5 and RSS growth <= 2 MiB. Exit status 1 when a Node misses it.
@@ -21,7 +27,7 @@ import { installTarball, median, must as mustOf, option, readLoad } from "./prob
 const file = process.argv[2];
 if (!file || file.startsWith("--") || !existsSync(file)) {
   console.error(
-    "usage: node scripts/probe-load.mjs FILE [--runs N] [--majors 20,22,24,26] [--tarball PATH] [--python PATH]",
+    "usage: node scripts/probe-load.mjs FILE [--runs N] [--majors 20,22,24,26] [--tarball PATH] [--python PATH] [--no-gc]",
   );
   process.exit(2);
 }
@@ -32,6 +38,8 @@ const majors = option("--majors", NODE_BUILDS.map((b) => b.major).join(","))
 const python = option("--python", process.env.SAFETENSORS_REF_PYTHON ?? join(root, ".venv-ref", "bin", "python"));
 
 const must = (r, what) => mustOf(r, what, "probe-load");
+const collect = !process.argv.includes("--no-gc");
+const gcFlag = collect ? ["--expose-gc"] : [];
 
 const scratch = mkdtempSync(join(tmpdir(), "st-probe-"));
 try {
@@ -45,6 +53,7 @@ const path = process.argv[2];
 const probe = openFile(path);
 const backend = probe.backend;
 probe.close();
+globalThis.gc?.();
 const before = rss();
 const t0 = performance.now();
 const tensors = loadFile(path);
@@ -60,6 +69,9 @@ import torch
 from safetensors.torch import load_file
 def rss():
     return int(re.search(r"VmRSS:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
+if sys.argv[2:] != ["--no-gc"]:
+    import gc
+    gc.collect()
 before = rss()
 t0 = time.perf_counter_ns()
 tensors = load_file(sys.argv[1])
@@ -74,10 +86,16 @@ print(json.dumps({"ms": ms, "rss": after - before, "tensors": len(tensors)}))
     const own = Number(process.versions.node.split(".")[0]) === major && process.arch === "x64";
     const build = own ? { bin: process.execPath } : nodeBuild(major, "x64", { install: false });
     if (build.missing) console.log(`probe-load: SKIPPED Node ${major}: ${build.missing}`);
-    else sides.push({ label: `node ${major}`, argv: [build.bin, join(app, "ours.mjs"), file], major, samples: [] });
+    else
+      sides.push({
+        label: `node ${major}`,
+        argv: [build.bin, ...gcFlag, join(app, "ours.mjs"), file],
+        major,
+        samples: [],
+      });
   }
   const reference = existsSync(python)
-    ? { label: "reference", argv: [python, join(app, "ref.py"), file], samples: [] }
+    ? { label: "reference", argv: [python, join(app, "ref.py"), file, ...(collect ? [] : ["--no-gc"])], samples: [] }
     : null;
   if (!reference) console.log(`probe-load: no reference Python at ${python} (--python): no ratios`);
   const all = reference ? [...sides, reference] : sides;
@@ -90,7 +108,9 @@ print(json.dumps({"ms": ms, "rss": after - before, "tensors": len(tensors)}))
   }
   const fmt = (ms) => (ms < 10 ? ms.toFixed(3) : ms.toFixed(1));
   const refMs = reference ? median(reference.samples.map((s) => s.ms)) : null;
-  console.log(`probe-load: ${file}, ${runs} runs per side, round-robin; load ${readLoad()}`);
+  console.log(
+    `probe-load: ${file}, ${runs} runs per side, round-robin, ${collect ? "garbage collected" : "no collection"} before the call; load ${readLoad()}`,
+  );
   console.log("side        version    backend  tensors  median ms (min-max)          RSS growth MiB  x ref  goal");
   let missed = 0;
   for (const side of all) {
