@@ -49,9 +49,10 @@ export function registerWindow(view: ArrayBufferView, file: MappedFile, start: n
 }
 
 /** `buffer` is a window of `file` whose byte 0 is byte `start` of the file (no view made to say so). */
-export function registerBuffer(buffer: ArrayBufferLike, file: MappedFile, start: number): void {
+// biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
+export const registerBuffer = (function registerBuffer(buffer: ArrayBufferLike, file: MappedFile, start: number): void {
   windows.set(buffer, new WindowOrigin(file, start));
-}
+});
 
 /** The file and offset `view`'s bytes come from, or null when it is not a registered window. */
 export function fileRangeOf(view: ArrayBufferView): { file: MappedFile; offset: number } | null {

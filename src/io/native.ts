@@ -680,7 +680,8 @@ export interface MappedViews {
  * would count) or will not (see loadViews) take this file: the caller then reads it the ordinary way, which decides
  * and reports everything. `journal`: look for the file's edit journal (null when there is one).
  */
-export function mapViews(path: string, journal: boolean, maxHeaderBytes: number): MappedViews | null {
+// biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
+export const mapViews = (function mapViews(path: string, journal: boolean, maxHeaderBytes: number): MappedViews | null {
   const load = loadNative()?.loadViews;
   if (load === undefined) return null;
   let window: ArrayBuffer | null | -2;
@@ -693,7 +694,7 @@ export function mapViews(path: string, journal: boolean, maxHeaderBytes: number)
   if (!(window instanceof ArrayBuffer)) return null;
   if (!keyed) untransferableHuge(window);
   return { window, numbers: viewNumbers, names: viewNames };
-}
+});
 
 /** `loadViews` again with room for every number of a header larger than any before (kept out of the first call). */
 function mapViewsAgain(

@@ -254,11 +254,12 @@ export function tensorOfInfo(
  * `tensorOfInfo` for a caller that checked the header itself (loadFile's one-call path): `shape` frozen, `data`
  * exactly the bytes `dtype` and `shape` need.
  */
-export function trustedTensor(dtype: Dtype, shape: readonly number[], data: Uint8Array): Tensor {
+// biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
+export const trustedTensor = (function trustedTensor(dtype: Dtype, shape: readonly number[], data: Uint8Array): Tensor {
   trusting = true;
   try {
     return new Tensor(dtype, shape, data);
   } finally {
     trusting = false;
   }
-}
+});
