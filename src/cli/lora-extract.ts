@@ -21,7 +21,7 @@ are left out with a warning. --json lists each module's rank and the share of it
 retains ("retained": 1 - (error / |dW|)^2, Frobenius norms).
 
 The SVD is exact (Gram matrix in float64, Householder + QL) while a matrix is small enough to take seconds
-(m * n * min(m, n) <= 2^33), randomized above (seeded subspace iteration, 4 power passes: near-optimal error);
+(m * n * min(m, n) <= 2^29, e.g. 512 x 2048), randomized above (seeded subspace iteration, 4 power passes: near-optimal error);
 --svd chooses. One module is in memory at a time; OUTDIR is committed at once.`;
 
 export const EXTRACT_OPTIONS = {
