@@ -397,6 +397,8 @@ typedef struct {
   int desc;
   int packed;
   int64_t b0, b1; /* the boundaries; -1 when none */
+  int64_t n;      /* entries */
+  int simd;       /* packed, and the CPU has AVX2: sort_partition_avx2 */
 } pair_sorter;
 
 /* The magnitude order of torch's comparators as an integer: |x|'s bits, every NaN one value above infinity. */
@@ -446,6 +448,49 @@ static int64_t sort_partition(pair_sorter *s, int64_t first, int64_t last, int64
     first++;
   }
 }
+
+#ifdef MERGE_HAVE_AVX2
+/*
+ * sort_partition's scans over packed words, 8 keys a compare: each stops at the same entry as the scalar scan (the
+ * compares past it have no effect), so the partition is the same; what changes is the branch per entry, which
+ * mispredicted at every run's end: a 16 Mi-entry F16 task vector 280 -> 152-170 ms of CPU (load ~4). Loads stay inside
+ * the array (the scalar scan finishes near its ends).
+ */
+AVX2 static inline int64_t scan_up_avx2(const pair_sorter *s, int64_t i, uint32_t pivot) {
+  const __m256i p = _mm256_set1_epi32((int)(pivot >> 16));
+  for (; i + 8 <= s->n; i += 8) {
+    __m256i k = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(s->w + i)), 16);
+    __m256i go = s->desc ? _mm256_cmpgt_epi32(k, p) : _mm256_cmpgt_epi32(p, k);
+    unsigned stop = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(go)) & 0xffu;
+    if (stop != 0) return i + __builtin_ctz(stop);
+  }
+  while (sort_comp(s, s->w[i], pivot)) i++;
+  return i;
+}
+
+AVX2 static inline int64_t scan_down_avx2(const pair_sorter *s, int64_t i, uint32_t pivot) {
+  const __m256i p = _mm256_set1_epi32((int)(pivot >> 16));
+  for (; i >= 7; i -= 8) {
+    __m256i k = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(s->w + i - 7)), 16);
+    __m256i go = s->desc ? _mm256_cmpgt_epi32(p, k) : _mm256_cmpgt_epi32(k, p);
+    unsigned stop = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(go)) & 0xffu;
+    if (stop != 0) return i - 7 + (31 - __builtin_clz(stop));
+  }
+  while (sort_comp(s, pivot, s->w[i])) i--;
+  return i;
+}
+
+AVX2 static int64_t sort_partition_avx2(pair_sorter *s, int64_t first, int64_t last, int64_t pivot) {
+  const uint32_t pv = s->w[pivot];
+  for (;;) {
+    first = scan_up_avx2(s, first, pv);
+    last = scan_down_avx2(s, last - 1, pv);
+    if (!(first < last)) return first;
+    sort_swap(s, first, last);
+    first++;
+  }
+}
+#endif
 
 static void sort_insertion(pair_sorter *s, int64_t first, int64_t last) {
   uint32_t *v = s->w;
@@ -532,28 +577,91 @@ static void sort_intro(pair_sorter *s, int64_t first, int64_t last, int64_t dept
     depth--;
     int64_t mid = first + (last - first) / 2;
     sort_median_to_first(s, first, first + 1, mid, last - 1);
+#ifdef MERGE_HAVE_AVX2
+    int64_t cut = s->simd ? sort_partition_avx2(s, first + 1, last, first) : sort_partition(s, first + 1, last, first);
+#else
     int64_t cut = sort_partition(s, first + 1, last, first);
+#endif
     sort_intro(s, cut, last, depth);
     last = cut;
   }
   if (sort_cuts(s, first, last)) sort_insertion(s, first, last);
 }
 
+#ifdef MERGE_HAVE_AVX2
+/*
+ * The F16 steps of merge_keep_sorted 8 entries at a time with F16C. Measured on the 2-core VM (the bench's TIES, perf
+ * at load 5): merge_keep_sorted's own loops took 23% of the run's 146 s of CPU, nearly as much as the sort (25%),
+ * with software F16 conversions an entry in the exactness test, the packing and the unpacking; with these, a 16 Mi-entry
+ * F16 task vector (density 0.5) took 280 ms of CPU instead of 507-542 (load ~4). Whole blocks of 8 from
+ * the start, the rest with half.h's conversions: each entry meets the same conversion in every step (F16C and half.h
+ * differ only in NaN payloads, so an entry is packed only where its own conversion round-trips it).
+ */
+AVX2 static int64_t f16_exact_avx2(const uint32_t *w, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)(w + i));
+    __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i back = _mm256_castps_si256(_mm256_cvtph_ps(h));
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(x, back)) != -1) return -1;
+  }
+  return i;
+}
+
+/* Each word becomes its F16 magnitude key (NaN one code above infinity) << 16 | its own code. */
+AVX2 static int64_t f16_pack_avx2(uint32_t *w, int64_t n) {
+  const __m256i mask = _mm256_set1_epi32(0x7fff), inf = _mm256_set1_epi32(0x7c00), nan = _mm256_set1_epi32(0x7e00);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps((const float *)(w + i));
+    __m256i code = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i key = _mm256_and_si256(code, mask);
+    key = _mm256_blendv_epi8(key, nan, _mm256_cmpgt_epi32(key, inf));
+    _mm256_storeu_si256((__m256i *)(w + i), _mm256_or_si256(_mm256_slli_epi32(key, 16), code));
+  }
+  return i;
+}
+
+/* Each word's own F16 code back to its float where its bit in `kept` is set, else 0. */
+AVX2 static int64_t f16_unpack_avx2(uint32_t *w, const uint8_t *kept, int64_t n) {
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128), low = _mm256_set1_epi32(0xffff);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i code = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(w + i)), low);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(code, code), 0x08);
+    __m256 value = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+    __m256i keep = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(kept[i >> 3]), bit), bit);
+    _mm256_storeu_ps((float *)(w + i), _mm256_and_ps(value, _mm256_castsi256_ps(keep)));
+  }
+  return i;
+}
+#endif
+
+/* Whole blocks of 8 done by the F16C steps, or 0 (none: no F16C); -1 when one of them is not exact in F16. */
+static int64_t f16_exact_simd(const uint32_t *w, int64_t n) {
+#ifdef MERGE_HAVE_AVX2
+  if (have_avx2()) return f16_exact_avx2(w, n);
+#endif
+  (void)w;
+  (void)n;
+  return 0;
+}
+
 /* 0 when some value of `w` is not exact in F16, else 1; then 2 for BF16. */
 static int packable(const uint32_t *w, int64_t n) {
-  int f16 = 1, bf16 = 1;
-  for (int64_t i = 0; i < n && (f16 || bf16); i++) {
+  int64_t from = f16_exact_simd(w, n);
+  int f16 = from >= 0, bf16 = 1;
+  for (int64_t i = from < 0 ? 0 : from; i < n && f16; i++) {
     union {
       uint32_t u;
       float f;
     } x = {w[i]}, back;
-    if (f16) {
-      back.f = half_f16_to_f32(half_f32_to_f16(x.f));
-      f16 = back.u == w[i];
-    }
-    bf16 = bf16 && (w[i] & 0xffffu) == 0;
+    back.f = half_f16_to_f32(half_f32_to_f16(x.f));
+    f16 = back.u == w[i];
   }
-  return f16 ? 1 : bf16 ? 2 : 0;
+  if (f16) return 1;
+  for (int64_t i = 0; i < n && bf16; i++) bf16 = (w[i] & 0xffffu) == 0;
+  return bf16 ? 2 : 0;
 }
 
 int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int64_t to) {
@@ -576,7 +684,11 @@ int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int6
   }
   for (int64_t i = 0; i < n; i++) ix[i] = (int32_t)i;
   if (packing == 1) {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+#ifdef MERGE_HAVE_AVX2
+    if (have_avx2()) i = f16_pack_avx2(w, n);
+#endif
+    for (; i < n; i++) {
       union {
         uint32_t u;
         float f;
@@ -590,7 +702,10 @@ int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int6
       w[i] = ((key > 0x7f80 ? 0x7fc0u : key) << 16) | code;
     }
   }
-  pair_sorter s = {w, ix, descending, packing != 0, from > 0 && from < n ? from : -1, to > 0 && to < n ? to : -1};
+  pair_sorter s = {w, ix, descending, packing != 0, from > 0 && from < n ? from : -1, to > 0 && to < n ? to : -1, n, 0};
+#ifdef MERGE_HAVE_AVX2
+  s.simd = packing != 0 && have_avx2();
+#endif
   if (n > 1) {
     int64_t depth = 0;
     for (int64_t m = n; m > 1; m >>= 1) depth++; /* floor(log2(n)) */
@@ -600,7 +715,11 @@ int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int6
     /* The entries at kept positions, marked by index (a bitmap: n / 8 bytes, mostly in cache), then each word
        becomes its own value or zero in one pass. */
     for (int64_t p = from < 0 ? 0 : from; p < to && p < n; p++) kept[ix[p] >> 3] |= (uint8_t)(1u << (ix[p] & 7));
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+#ifdef MERGE_HAVE_AVX2
+    if (packing == 1 && have_avx2()) i = f16_unpack_avx2(w, kept, n);
+#endif
+    for (; i < n; i++) {
       uint16_t code = (uint16_t)(w[i] & 0xffff);
       float value = (kept[i >> 3] >> (i & 7)) & 1 ? (packing == 1 ? half_f16_to_f32(code) : bf16_to_f32(code)) : 0.0f;
       v[i] = value;

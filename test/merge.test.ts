@@ -65,10 +65,15 @@ function readOutput(dir: string): Map<string, Tensor> {
   }
 }
 
-async function runFixture(
-  name: string,
-  options: { seed?: number; maxParallelSparsifyBytes?: number; threads?: number; chunkElements?: number } = {},
-): Promise<string> {
+interface FixtureOptions {
+  seed?: number;
+  maxParallelSparsifyBytes?: number;
+  threads?: number;
+  chunkElements?: number;
+  directWriteBytes?: number;
+}
+
+async function runFixture(name: string, options: FixtureOptions = {}): Promise<string> {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), `merge-${name}-`));
   const config = parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", `${name}.yml`), "utf8"));
   await mergeModels(config, out, { modelsDir: FIXTURES, ...options });
@@ -147,24 +152,30 @@ function compareStats(name: string, ours: Map<string, Tensor>, expected: Map<str
   assert.ok(Math.abs(a.l1 / b.l1 - 1) < 0.08, `${name}: L1 of the merged deltas ${a.l1}, mergekit ${b.l1}`);
 }
 
+/** Fixture `name` merged with options `a` and with `b`: every file of the outputs byte for byte the same. */
+async function assertSameOutputs(name: string, a: FixtureOptions, b: FixtureOptions): Promise<void> {
+  const outs = [await runFixture(name, a), await runFixture(name, b)];
+  try {
+    const [one, two] = outs.map(
+      (out) => new Map(fs.readdirSync(out).map((file) => [file, fs.readFileSync(path.join(out, file))])),
+    );
+    assert.deepEqual(two, one, name);
+  } finally {
+    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+  }
+}
+
 test("element-wise merges on two workers (each reads, computes and writes its own chunks) give one thread's bytes", async () => {
   const before = poolCounters.fileTasks;
   for (const name of ["linear_f32", "linear_bf16", "task_arithmetic", "passthrough_stack", "slices_linear"]) {
-    const outs = [
-      await runFixture(name, { threads: 1 }),
-      // Chunks of 100 elements: every tensor is several file tasks, in flight on both workers at once.
-      await runFixture(name, { threads: 2, chunkElements: 100 }),
-    ];
-    try {
-      const [one, two] = outs.map(
-        (out) => new Map(fs.readdirSync(out).map((file) => [file, fs.readFileSync(path.join(out, file))])),
-      );
-      assert.deepEqual(two, one, name);
-    } finally {
-      for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
-    }
+    // Chunks of 100 elements: every tensor is several file tasks, in flight on both workers at once.
+    await assertSameOutputs(name, { threads: 1 }, { threads: 2, chunkElements: 100 });
   }
   assert.ok(poolCounters.fileTasks - before > 20, `${poolCounters.fileTasks - before} file tasks`);
+});
+
+test("whole-tensor merges written around the page cache (directWriteBytes 1) give the same bytes", async () => {
+  for (const name of ["ties", "slerp"]) await assertSameOutputs(name, {}, { directWriteBytes: 1 });
 });
 
 test("DARE's drops are seeded: the same seed gives the same bytes, another seed others", async () => {
