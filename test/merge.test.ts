@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { isDeepStrictEqual } from "node:util";
 import { toFloat32 } from "../src/codecs/index.js";
 import { evaluateSetting } from "../src/merge/config.js";
+import { FloatBuffers } from "../src/merge/execute.js";
 import { mergeModels, parseMergeYaml } from "../src/merge/node-merge.js";
 import { poolCounters } from "../src/merge/node-pool.js";
 import { loadFile } from "../src/read/node-files.js";
@@ -176,6 +177,24 @@ test("element-wise merges on two workers (each reads, computes and writes its ow
 
 test("whole-tensor merges written around the page cache (directWriteBytes 1) give the same bytes", async () => {
   for (const name of ["ties", "slerp"]) await assertSameOutputs(name, {}, { directWriteBytes: 1 });
+});
+
+test("whole-tensor jobs reuse float32 buffers: the largest few kept, a buffer handed to another thread skipped", () => {
+  const buffers = new FloatBuffers(2);
+  const big = new Float32Array(100);
+  const small = new Float32Array(10);
+  const gone = new Float32Array(50);
+  structuredClone(gone.buffer, { transfer: [gone.buffer] }); // detached, as a task vector sent to a worker
+  buffers.give([small, big, gone, big]);
+  const a = buffers.take(60);
+  assert.equal(a.buffer, big.buffer);
+  assert.equal(a.length, 60);
+  assert.equal(buffers.take(5).buffer, small.buffer);
+  assert.notEqual(buffers.take(5).buffer, small.buffer, "each buffer is taken once");
+  buffers.give([new Float32Array(1), new Float32Array(2), new Float32Array(3)]);
+  assert.equal(buffers.take(3).length, 3);
+  assert.equal(buffers.take(2).buffer.byteLength, 8, "the two largest kept");
+  assert.equal(buffers.take(1).buffer.byteLength, 4, "a fresh one");
 });
 
 test("DARE's drops are seeded: the same seed gives the same bytes, another seed others", async () => {

@@ -18,6 +18,7 @@ import {
   elementBytes,
   elementCount,
   executeJob,
+  FloatBuffers,
   hasFastChunkKernel,
   isCopy,
   isElementWise,
@@ -191,6 +192,7 @@ async function writeMerge(
           hasFastChunkKernel(job) ? Promise.resolve(computeChunk(job, raws, count)) : pool.compute(job, raws, count);
   const chunkElements = options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS;
   const directWriteBytes = options.directWriteBytes ?? DEFAULT_DIRECT_WRITE_BYTES;
+  const buffers = new FloatBuffers();
   const report = (read: number, written: number) => {
     progress.bytesRead += read;
     progress.bytesWritten += written;
@@ -223,6 +225,7 @@ async function writeMerge(
           seed: options.seed,
           compute,
           sparsify: pool?.sparsify,
+          buffers,
           maxParallelSparsifyBytes: options.maxParallelSparsifyBytes,
           inFlight: pool === null ? 2 : pool.size + 1,
           signal: options.signal,
