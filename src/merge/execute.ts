@@ -54,7 +54,7 @@ export interface ExecuteOptions {
   compute?: ChunkCompute;
   /** Chunks of an element-wise job read ahead while earlier ones are computed (default 1). */
   inFlight?: number;
-  /** Float32 buffers whole-tensor jobs take and give back (default: fresh ones each job). */
+  /** @internal Float32 buffers whole-tensor jobs take and give back (default: fresh ones each job). */
   buffers?: FloatBuffers;
   /** Where whole-tensor task vectors are sparsified (default: in this thread, one after the other). */
   sparsify?: (task: SparsifyTask) => Promise<Float32Array>;
