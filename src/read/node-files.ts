@@ -171,6 +171,22 @@ const loadMapped = (function loadMapped(path: string, options: LoadFileOptions):
   if (views === null) return loadOrdinary(path, options);
   const { window, numbers, names } = views;
   registerBuffer(window, mappedFile(path, numbers[0]!, numbers[1]!), 0);
+  return viewTensors(window, numbers, names);});
+
+/**
+ * The tensors of mapViews's answer, views of its window. A function of its own, apart from loadMapped's checks: V8
+ * queues a function that has run a while (this loop, after a few tensors) for its baseline compiler, and compiles the
+ * queue once its estimated size passes a threshold. loadMapped whole was estimated at ~3.5 k, and with the tensor
+ * constructor queued too it passed the threshold inside the first call on every Node: a batch of 5-16 functions
+ * compiled there, most of them queued by the import. This part alone is ~2 k. Measured with callgrind, Node 20-26,
+ * the bench's 48-tensor checkpoint, the first loadFile after a gc() as issue 18's probe times it, with the Tensor
+ * changes of the same commit: 1.05-1.26 M instructions before, 0.77-0.80 M after on Node 22, 24 and 26 (the batch
+ * still falls inside on 22, whose import leaves the queue nearly full), ~1.07 M on Node 20 (`--trace-baseline-batch-
+ * compilation` shows what is queued and when). Wall time of that call, median of 15 fresh processes each, old and
+ * new interleaved, load ~6 on 2 cores: Node 20 0.85 -> 0.76 ms, 22 0.79 -> 0.59, 24 0.75 -> 0.52, 26 0.78 -> 0.53.
+ */
+// biome-ignore format: the parentheses make V8 compile it with the module (see loadMapped)
+const viewTensors = (function viewTensors(window: ArrayBuffer, numbers: Float64Array, names: readonly string[]): Map<string, Tensor> {
   const dataStart = numbers[2]!;
   const count = numbers[3]!;
   // One frozen array per distinct shape, shared by the tensors of that shape (they cannot change it). Dims below

@@ -35,7 +35,7 @@ const CONSTRUCTORS: Record<TypedArrayName, TypedArrayConstructor> = {
   BigUint64Array,
 };
 
-/** Set only inside `tensorOfInfo`. */
+/** Set only by `trustedTensor`, for the one construction that follows (the constructor clears it). */
 let trusting = false;
 
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -71,13 +71,13 @@ export class Tensor {
    * below then throw `Closed` instead of quietly returning nothing.
    */
   declare readonly data: Uint8Array;
-  /** The byte length the tensor was made with, to tell a detached (emptied) buffer from an empty tensor. */
-  readonly #byteLength: number;
 
   constructor(dtype: Dtype | string, shape: readonly number[], data: Uint8Array) {
     // Trusted (`tensorOfInfo`): a validated header's info and exactly its bytes, shape already frozen. The checks are
     // a function of their own, so that a trusted first call does not compile them.
+    // The flag is taken here, by the one construction it was set for: no try/finally in trustedTensor.
     if (trusting) {
+      trusting = false;
       this.dtype = dtype as Dtype;
       this.shape = shape;
     } else {
@@ -85,13 +85,21 @@ export class Tensor {
       this.shape = Object.freeze(shape.slice());
     }
     this.data = data;
-    this.#byteLength = data.byteLength;
+  }
+
+  /**
+   * Whether the memory was released: the bytes became empty (file closed, buffer freed or detached) where the shape
+   * says there are some. A check of the shape, not a private field holding the byte length: a class with a private
+   * field runs a field initializer for every instance, compiled on the first (see trustedTensor's measurement).
+   */
+  #released(): boolean {
+    return this.data.byteLength === 0 && this.numel !== 0;
   }
 
   /** `data`, or `Closed` when the memory it viewed has been released (file closed, buffer freed or detached). */
   #live(): Uint8Array {
     const data = this.data;
-    if (data.byteLength !== this.#byteLength) {
+    if (data.byteLength === 0 && this.#released()) {
       throw new SafetensorError(
         "Closed",
         `the tensor's memory was released (its file was closed or its buffer freed); copy it first with clone() or getTensor(name, { memory: "owned" })`,
@@ -204,8 +212,7 @@ export class Tensor {
    * middle of each axis left out ("...") past 1,000 elements; only the values shown are read.
    */
   toString(): string {
-    if (this.data.byteLength !== this.#byteLength)
-      return `Tensor(${this.dtype}, [${this.shape.join(", ")}]) <released>`;
+    if (this.#released()) return `Tensor(${this.dtype}, [${this.shape.join(", ")}]) <released>`;
     return formatTensor(this.#values());
   }
 
@@ -256,10 +263,6 @@ export function tensorOfInfo(
  */
 // biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
 export const trustedTensor = (function trustedTensor(dtype: Dtype, shape: readonly number[], data: Uint8Array): Tensor {
-  trusting = true;
-  try {
-    return new Tensor(dtype, shape, data);
-  } finally {
-    trusting = false;
-  }
+  trusting = true; // taken by the constructor
+  return new Tensor(dtype, shape, data);
 });
