@@ -13,32 +13,22 @@ export interface MappedFile {
   readonly ino: number;
 }
 
-/** The identity of a mapped file, as every window names it (a class: see native.ts AddonOpenedFile). */
-class FileIdentity implements MappedFile {
-  // `declare`d and assigned, not parameter properties: those compile to field declarations, whose initializer V8
-  // compiles on the first loadFile (see read/tensor.ts Tensor).
-  declare readonly path: string;
-  declare readonly dev: number;
-  declare readonly ino: number;
-  constructor(path: string, dev: number, ino: number) {
-    this.path = path;
-    this.dev = dev;
-    this.ino = ino;
-  }
-}
+/**
+ * The identity of a mapped file, as every window names it. Object literals, not classes: the first `new` of a class
+ * compiles its constructor and builds its initial map inside the caller's call, and loadFile's first call (what issue
+ * 18's probe times against the reference's load_file) made one of each. Measured with callgrind, the bench's 48-tensor
+ * checkpoint, the first loadFile after a gc(): Node 20 1.08 -> 0.99 M instructions, Node 22 0.80 -> 0.71 M, Node 24
+ * 0.76 -> 0.68 M; a later call costs ~14 k more (~4 us: the literals' double fields are copied by a runtime call).
+ */
+// biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
+export const mappedFile = (function mappedFile(path: string, dev: number, ino: number): MappedFile {
+  return { path, dev, ino };
+});
 
-export function mappedFile(path: string, dev: number, ino: number): MappedFile {
-  return new FileIdentity(path, dev, ino);
-}
-
-/** Where a window's bytes come from (a class: an object literal with a double field is copied by a runtime call). */
-class WindowOrigin {
-  declare readonly file: MappedFile;
-  declare readonly start: number;
-  constructor(file: MappedFile, start: number) {
-    this.file = file;
-    this.start = start;
-  }
+/** Where a window's bytes come from. */
+interface WindowOrigin {
+  readonly file: MappedFile;
+  readonly start: number;
 }
 
 const windows = new WeakMap<ArrayBufferLike, WindowOrigin>();
@@ -51,7 +41,7 @@ export function registerWindow(view: ArrayBufferView, file: MappedFile, start: n
 /** `buffer` is a window of `file` whose byte 0 is byte `start` of the file (no view made to say so). */
 // biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
 export const registerBuffer = (function registerBuffer(buffer: ArrayBufferLike, file: MappedFile, start: number): void {
-  windows.set(buffer, new WindowOrigin(file, start));
+  windows.set(buffer, { file, start });
 });
 
 /** The file and offset `view`'s bytes come from, or null when it is not a registered window. */
