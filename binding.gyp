@@ -48,7 +48,8 @@
         "native/copy_args.c",
         "native/direct_write.c",
         "native/gguf_q8.c",
-        "native/merge_kernels.c"
+        "native/merge_kernels.c",
+        "native/merge_file.c"
       ],
       "defines": [
         "NAPI_VERSION=8"

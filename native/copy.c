@@ -7,7 +7,8 @@
  *   writeDirect(fd, buffers, position)                      -> bytes written, bypassing the page cache (direct_write.c)
  *   copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length, the same direct writes from the input's bytes
  *
- * and SIMD kernels of the GGUF converter (q8FromF16), of model merges (mergeLinear16) and LoRA bakes
+ * and SIMD kernels of the GGUF converter (q8FromF16), of model merges (mergeLinear16, and mergeLinear16File from
+ * file to file: merge_file.c) and LoRA bakes
  * (halfToFloat32, float32ToHalf, loraAddLowRank) and TIES (keepSortedMagnitudes, subtract16, consensus2), on the calling
  * thread.
  *
@@ -40,6 +41,7 @@
 #include "copy_args.h"
 #include "direct_write.h"
 #include "gguf_q8.h"
+#include "merge_file.h"
 #include "merge_kernels.h"
 
 /* Linux moves at most 0x7ffff000 bytes per call; ask for 1 GiB at a time. */
@@ -144,19 +146,12 @@ static napi_value private_pages(napi_env env, napi_callback_info info) {
 
 /* A Uint8Array's bytes, or NULL with a TypeError thrown. */
 static uint8_t *u8_bytes(napi_env env, napi_value value, size_t *length, const char *usage) {
-  bool is_typed = false;
-  napi_typedarray_type type;
-  size_t count = 0, offset = 0;
-  void *data = NULL;
-  napi_value buffer;
-  if (napi_is_typedarray(env, value, &is_typed) != napi_ok || !is_typed ||
-      napi_get_typedarray_info(env, value, &type, &count, &data, &buffer, &offset) != napi_ok ||
-      type != napi_uint8_array) {
-    napi_throw_type_error(env, "EINVAL", usage);
-    return NULL;
-  }
-  *length = count;
-  return (uint8_t *)data;
+  return typed_array_arg(env, value, napi_uint8_array, length, usage);
+}
+
+/* A Float32Array's values, or NULL with a TypeError thrown. */
+static float *f32_values(napi_env env, napi_value value, size_t *length, const char *usage) {
+  return typed_array_arg(env, value, napi_float32_array, length, usage);
 }
 
 /*
@@ -193,23 +188,6 @@ static napi_value q8_from_f16(napi_env env, napi_callback_info info) {
   napi_value result;
   if (napi_create_int32(env, simd, &result) != napi_ok) return NULL;
   return result;
-}
-
-/* A Float32Array's values, or NULL with a TypeError thrown. */
-static float *f32_values(napi_env env, napi_value value, size_t *length, const char *usage) {
-  bool is_typed = false;
-  napi_typedarray_type type;
-  size_t count = 0, offset = 0;
-  void *data = NULL;
-  napi_value buffer;
-  if (napi_is_typedarray(env, value, &is_typed) != napi_ok || !is_typed ||
-      napi_get_typedarray_info(env, value, &type, &count, &data, &buffer, &offset) != napi_ok ||
-      type != napi_float32_array) {
-    napi_throw_type_error(env, "EINVAL", usage);
-    return NULL;
-  }
-  *length = count;
-  return (float *)data;
 }
 
 /* A whole number argument in [0, 2^53), or -1 with a RangeError thrown. */
@@ -432,32 +410,17 @@ static napi_value merge_linear16_js(napi_env env, napi_callback_info info) {
   size_t argc = 6;
   napi_value argv[6];
   double count = 0, divisor = 0;
-  bool bf16 = false, is_array = false, is_typed = false;
+  bool bf16 = false, is_array = false;
   uint32_t n = 0;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 6 ||
       napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
       napi_get_array_length(env, argv[0], &n) != napi_ok || napi_get_value_double(env, argv[2], &divisor) != napi_ok ||
-      napi_get_value_bool(env, argv[3], &bf16) != napi_ok || napi_get_value_double(env, argv[4], &count) != napi_ok ||
-      napi_is_typedarray(env, argv[1], &is_typed) != napi_ok || !is_typed) {
+      napi_get_value_bool(env, argv[3], &bf16) != napi_ok || napi_get_value_double(env, argv[4], &count) != napi_ok) {
     napi_throw_type_error(env, "EINVAL", usage);
     return NULL;
   }
-  napi_typedarray_type type;
-  size_t weight_count = 0, offset = 0;
-  void *weight_data = NULL;
-  napi_value weight_buffer;
-  if (napi_get_typedarray_info(env, argv[1], &type, &weight_count, &weight_data, &weight_buffer, &offset) !=
-          napi_ok ||
-      type != napi_float32_array) {
-    napi_throw_type_error(env, "EINVAL", usage);
-    return NULL;
-  }
-  if (n == 0 || n > MERGE_MAX_INPUTS || weight_count != n) {
-    napi_throw_range_error(env, "EINVAL", "mergeLinear16: 1 to 64 inputs, one weight each");
-    return NULL;
-  }
-  if (!(count >= 0 && count <= 9007199254740991.0) || count != (double)(uint64_t)count) {
-    napi_throw_range_error(env, "EINVAL", "mergeLinear16: count must be a whole number");
+  float weights[MERGE_MAX_INPUTS];
+  if (weights_arg(env, argv[1], n, MERGE_MAX_INPUTS, weights, "mergeLinear16: 1 to 64 inputs, one weight each") != 0) {
     return NULL;
   }
   size_t length = 0;
@@ -478,8 +441,6 @@ static napi_value merge_linear16_js(napi_env env, napi_callback_info info) {
     napi_throw_range_error(env, "EINVAL", "mergeLinear16: dst is shorter than count needs");
     return NULL;
   }
-  float weights[MERGE_MAX_INPUTS];
-  memcpy(weights, weight_data, n * sizeof(float));
   int normalize = divisor == divisor;
   int simd = merge_linear16(srcs, weights, n, bf16, normalize, normalize ? (float)divisor : 1.0f, (size_t)count, dst);
   napi_value result;
@@ -503,6 +464,10 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     return NULL;
   }
   if (napi_set_named_property(env, exports, "mergeLinear16", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "mergeLinear16File", NAPI_AUTO_LENGTH, merge_linear16_file, NULL, &fn) != napi_ok) {
+    return NULL;
+  }
+  if (napi_set_named_property(env, exports, "mergeLinear16File", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "halfToFloat32", NAPI_AUTO_LENGTH, half_to_float32, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "halfToFloat32", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "float32ToHalf", NAPI_AUTO_LENGTH, float32_to_half, NULL, &fn) != napi_ok) return NULL;

@@ -83,3 +83,30 @@ int copy_args(napi_env env, napi_callback_info info, const char *usage, double a
   }
   return 0;
 }
+
+void *typed_array_arg(napi_env env, napi_value value, napi_typedarray_type want, size_t *length, const char *usage) {
+  bool is_typed = false;
+  napi_typedarray_type type;
+  size_t count = 0, offset = 0;
+  void *data = NULL;
+  napi_value buffer;
+  if (napi_is_typedarray(env, value, &is_typed) != napi_ok || !is_typed ||
+      napi_get_typedarray_info(env, value, &type, &count, &data, &buffer, &offset) != napi_ok || type != want) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return NULL;
+  }
+  *length = count;
+  return data;
+}
+
+int weights_arg(napi_env env, napi_value value, uint32_t n, uint32_t max, float *weights, const char *message) {
+  size_t count = 0;
+  const float *data = typed_array_arg(env, value, napi_float32_array, &count, message);
+  if (data == NULL) return -1;
+  if (n == 0 || n > max || count != n) {
+    napi_throw_type_error(env, "EINVAL", message);
+    return -1;
+  }
+  memcpy(weights, data, n * sizeof(float));
+  return 0;
+}

@@ -93,9 +93,12 @@ static int fill(const job *j, uint64_t at, uint64_t length, uint8_t *into) {
     gather(j->spans, j->n_spans, at, length, into);
     return 0;
   }
-  uint64_t from = (uint64_t)((int64_t)at + j->src_delta);
+  return read_all(j->src_fd, into, length, (uint64_t)((int64_t)at + j->src_delta));
+}
+
+int read_all(int fd, uint8_t *into, uint64_t length, uint64_t from) {
   while (length > 0) {
-    ssize_t got = pread(j->src_fd, into, length, (off_t)from);
+    ssize_t got = pread(fd, into, length, (off_t)from);
     if (got < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -108,7 +111,7 @@ static int fill(const job *j, uint64_t at, uint64_t length, uint8_t *into) {
   return 0;
 }
 
-static int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at) {
+int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at) {
   while (length > 0) {
     size_t want = length < ((uint64_t)1 << 30) ? (size_t)length : (size_t)1 << 30;
     ssize_t done = pwrite(fd, from, want, (off_t)at);

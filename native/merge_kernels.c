@@ -313,6 +313,10 @@ int merge_linear16(const uint8_t *const *src, const float *weights, size_t n, in
   size_t done = 0;
   int simd = 0;
   if (n == 0) return 0;
+  /* Dividing by 1 changes no value, and rounding a value already rounded to the dtype neither: the same bytes
+   * without the division (weights that sum to 1, the usual case). Measured on the 2-vCPU VM, the bench's linear merge
+   * at load ~8: the process's CPU 3.5-3.8 -> 2.9-3.2 s. */
+  if (normalize && divisor == 1.0f) normalize = 0;
 #ifdef MERGE_HAVE_AVX2
   if (have_avx2()) {
     done = linear16_avx2(src, weights, n, bf16, normalize, divisor, count, dst);

@@ -6,6 +6,9 @@
  * many equal magnitudes, NaN and signed zeros; TIES's subtraction and two-vector combination with special values.
  */
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { test } from "node:test";
 import { fromFloat32, toFloat32 } from "../src/codecs/index.js";
 import { preferKeepSortedKernel, preferLoraKernels, preferTaskKernels } from "../src/merge/fast-kernels.js";
@@ -13,6 +16,7 @@ import { combineKernel, linearTable16Kernel, productTable, subtractBase, sumRoun
 import { addLowRank, type LowRankFactors } from "../src/merge/lora.js";
 import {
   nativeKeepSortedKernel,
+  nativeLinear16FileKernel,
   nativeLinear16Kernel,
   nativeLoraKernels,
   nativeTaskKernels,
@@ -168,6 +172,100 @@ test("merge kernels: the addon's 16-bit linear merge gives the pure kernels' byt
     }
   }
   assert.equal(cases, 2 * 2 * 3 * WEIGHT_SETS.length * 2 * 2);
+});
+
+test("merge kernels: the addon's 16-bit linear merge from file to file writes the in-memory kernel's bytes, and only them", (t) => {
+  const file = nativeLinear16FileKernel();
+  const memory = nativeLinear16Kernel();
+  if (file === null || memory === null) {
+    t.skip(
+      "the copy addon (build/Release/safetensors_copy.node, with mergeLinear16File) is not built: npm install builds it",
+    );
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "merge-file-"));
+  const rand = random(2121);
+  try {
+    // Several 4 MiB pieces, odd input positions, an output that starts and ends inside pages, and tiny ranges (no
+    // whole page: only the page cache's path).
+    const cases = [
+      { dtype: "F16" as const, weights: [0.6, 0.4], normalize: true, count: (5 << 20) + 37, at: [13, 4096], out: 4094 },
+      {
+        dtype: "BF16" as const,
+        weights: [0.3, 1.7, -0.2],
+        normalize: true,
+        count: 3 << 20,
+        at: [0, 7, 1001],
+        out: 8192,
+      },
+      { dtype: "F16" as const, weights: [0.5, 0.25], normalize: false, count: 2047, at: [2, 3], out: 4000 },
+      { dtype: "F16" as const, weights: [1], normalize: true, count: 5, at: [1], out: 10 },
+    ];
+    for (const c of cases) {
+      const round = rounder(c.dtype);
+      const weights = Float32Array.from(c.weights.map(round));
+      const divisor = c.normalize ? sumRounded([...weights], round) : null;
+      const codes = c.at.map(() => {
+        const a = new Uint8Array(c.count * 2);
+        for (let i = 0; i < a.length; i++) a[i] = Math.floor(rand() * 256);
+        return a;
+      });
+      const fds = codes.map((bytes, k) => {
+        const name = path.join(dir, `in${k}`);
+        const padded = new Uint8Array(c.at[k]! + bytes.length);
+        padded.set(bytes, c.at[k]!);
+        fs.writeFileSync(name, padded);
+        return fs.openSync(name, "r");
+      });
+      try {
+        const want = new Uint8Array(c.count * 2);
+        memory(codes, weights, divisor, c.dtype, c.count, want);
+        const outPath = path.join(dir, "out");
+        const outLength = c.out + want.length + 5000;
+        fs.writeFileSync(outPath, new Uint8Array(outLength).fill(0xab));
+        for (const threads of [1, 3]) {
+          const inputs = fds.map((fd, k) => ({ fd, position: c.at[k]! }));
+          const wrote = file(inputs, weights, divisor, c.dtype, c.count, { path: outPath, position: c.out }, threads);
+          if (!wrote) {
+            t.skip(`no direct I/O in ${os.tmpdir()}`);
+            return;
+          }
+          const got = fs.readFileSync(outPath);
+          assert.equal(got.length, outLength);
+          assert.ok(
+            got.subarray(0, c.out).every((b) => b === 0xab),
+            "bytes before the range are untouched",
+          );
+          assert.ok(
+            got.subarray(c.out + want.length).every((b) => b === 0xab),
+            "bytes after the range are untouched",
+          );
+          assert.ok(
+            Buffer.from(want).equals(got.subarray(c.out, c.out + want.length)),
+            `${c.dtype} ${c.count} ${threads}`,
+          );
+        }
+        // An input shorter than its range: ENODATA, never a short or made-up output.
+        assert.throws(
+          () =>
+            file(
+              fds.map((fd, k) => ({ fd, position: c.at[k]! + 2 })),
+              weights,
+              divisor,
+              c.dtype,
+              c.count,
+              { path: outPath, position: c.out },
+              2,
+            ),
+          (error: NodeJS.ErrnoException) => error.code === "ENODATA",
+        );
+      } finally {
+        for (const fd of fds) fs.closeSync(fd);
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("merge kernels: the addon refuses mismatched arguments", (t) => {

@@ -238,17 +238,12 @@ export function computeChunk(
   into?: (length: number) => Uint8Array,
 ): Uint8Array {
   scratch.ensure(raws.length, count);
-  if (isTableLinear(job)) {
-    const dtype = job.computeDtype as "F16" | "BF16";
-    const round = rounder(dtype);
-    const weights = job.inputs.map((input) => round(input.params.get("weight") ?? 0));
-    const fast = linear16Kernel();
-    if (fast !== null) {
-      const encoded = into?.(count * 2) ?? new Uint8Array(count * 2);
-      const divisor = (job.params.get("normalize") ?? 1) !== 0 ? sumRounded(weights, round) : null;
-      fast(raws, Float32Array.from(weights), divisor, dtype, count, encoded);
-      return encoded;
-    }
+  const linear = linear16Params(job);
+  const fast = linear16Kernel();
+  if (linear !== null && fast !== null) {
+    const encoded = into?.(count * 2) ?? new Uint8Array(count * 2);
+    fast(raws, linear.weights, linear.divisor, linear.dtype, count, encoded);
+    return encoded;
   }
   if (isTableLinear(job) && raws.every((r) => r.byteOffset % 2 === 0)) {
     const out = scratch.out.subarray(0, count);
@@ -281,6 +276,21 @@ export function computeChunk(
  */
 export function hasFastChunkKernel(job: TensorJob): boolean {
   return isTableLinear(job) && linear16Kernel() !== null;
+}
+
+/**
+ * The arguments of a 16-bit linear kernel (`Linear16Kernel`) for this job: its dtype, its weights rounded to it, and
+ * the divisor (null: no normalize); null when the job is not a linear merge of 16-bit inputs in their own dtype.
+ */
+export function linear16Params(
+  job: TensorJob,
+): { dtype: "F16" | "BF16"; weights: Float32Array; divisor: number | null } | null {
+  if (!isTableLinear(job)) return null;
+  const dtype = job.computeDtype as "F16" | "BF16";
+  const round = rounder(dtype);
+  const weights = job.inputs.map((input) => round(input.params.get("weight") ?? 0));
+  const divisor = (job.params.get("normalize") ?? 1) !== 0 ? sumRounded(weights, round) : null;
+  return { dtype, weights: Float32Array.from(weights), divisor };
 }
 
 /** A linear merge of 16-bit inputs computed and written in that same dtype: products come from tables. */

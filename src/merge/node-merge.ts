@@ -22,10 +22,16 @@ import {
   hasFastChunkKernel,
   isCopy,
   isElementWise,
+  linear16Params,
   type MergeReader,
 } from "./execute.js";
 import { preferKeepSortedKernel, preferLinear16Kernel, preferTaskKernels } from "./fast-kernels.js";
-import { nativeKeepSortedKernel, nativeLinear16Kernel, nativeTaskKernels } from "./node-native.js";
+import {
+  nativeKeepSortedKernel,
+  nativeLinear16FileKernel,
+  nativeLinear16Kernel,
+  nativeTaskKernels,
+} from "./node-native.js";
 import { outputBytes, sideFilesOf, type TensorTarget, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { ChunkPool, Flight } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
@@ -191,6 +197,12 @@ async function writeMerge(
       : (job: TensorJob, raws: Uint8Array[], count: number) =>
           hasFastChunkKernel(job) ? Promise.resolve(computeChunk(job, raws, count)) : pool.compute(job, raws, count);
   const chunkElements = options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS;
+  // A 16-bit linear merge that the addon does from file to file takes larger tasks (its pieces are its own).
+  const fileLinear = nativeLinear16FileKernel() !== null;
+  const taskElements = (job: TensorJob) =>
+    fileLinear && linear16Params(job) !== null
+      ? (options.chunkElements ?? DEFAULT_FILE_LINEAR_ELEMENTS)
+      : chunkElements;
   const directWriteBytes = options.directWriteBytes ?? DEFAULT_DIRECT_WRITE_BYTES;
   const buffers = new FloatBuffers();
   const report = (read: number, written: number) => {
@@ -211,7 +223,7 @@ async function writeMerge(
         at as { fd: number; position: number }[],
         pool,
         target,
-        chunkElements,
+        taskElements(job),
         report,
         options.signal,
       );
@@ -247,6 +259,12 @@ async function writeMerge(
 }
 
 export const DEFAULT_DIRECT_WRITE_BYTES = 1 << 20;
+
+/**
+ * Elements per task of a 16-bit linear merge the addon does from file to file (native/merge_file.c: 32 MiB of F16
+ * output, eight of its pieces; two tasks a worker in flight).
+ */
+export const DEFAULT_FILE_LINEAR_ELEMENTS = 16 << 20;
 
 /**
  * A piece of an output tensor computed in this thread (whole-tensor methods: TIES, DARE, SLERP...): written directly,

@@ -19,6 +19,18 @@ interface MergeAddon {
     count: number,
     dst: Uint8Array,
   ): number;
+  /** Absent from builds before it was added. */
+  mergeLinear16File?: (
+    fds: readonly number[],
+    positions: readonly number[],
+    weights: Float32Array,
+    divisor: number,
+    bf16: boolean,
+    count: number,
+    outPath: string,
+    outPosition: number,
+    threads: number,
+  ) => number;
   halfToFloat32(src: Uint8Array, bf16: boolean, count: number, dst: Float32Array): number;
   float32ToHalf(src: Float32Array, bf16: boolean, count: number, dst: Uint8Array): number;
   loraAddLowRank(
@@ -76,6 +88,51 @@ export function nativeLinear16Kernel(): Linear16Kernel | null {
   if (a === null) return null;
   return (codes, weights, divisor, dtype, count, out) => {
     a.mergeLinear16(codes, weights, divisor ?? Number.NaN, dtype === "BF16", count, out);
+  };
+}
+
+/**
+ * A linear merge of 16-bit inputs from file to file (`count` elements of each input, read from its descriptor at its
+ * position, written at `outPosition` of the file at `outPath`), with `threads` threads: the bytes of the
+ * `Linear16Kernel`. False when that is not possible here (EINVAL: no direct I/O on this file system); other errors
+ * (ENOSPC, ENODATA when an input ends early) are thrown as raw errno errors.
+ */
+export type Linear16FileKernel = (
+  inputs: readonly { fd: number; position: number }[],
+  weights: Float32Array,
+  divisor: number | null,
+  dtype: "F16" | "BF16",
+  count: number,
+  out: { path: string; position: number },
+  threads: number,
+) => boolean;
+
+/**
+ * The native linear merge from file to file (native/merge_file.c), or null (no addon, an addon built before it,
+ * SAFETENSORS_NO_NATIVE=1).
+ */
+export function nativeLinear16FileKernel(): Linear16FileKernel | null {
+  const a = addon();
+  const merge = a?.mergeLinear16File;
+  if (merge === undefined) return null;
+  return (inputs, weights, divisor, dtype, count, out, threads) => {
+    try {
+      merge(
+        inputs.map((input) => input.fd),
+        inputs.map((input) => input.position),
+        weights,
+        divisor ?? Number.NaN,
+        dtype === "BF16",
+        count,
+        out.path,
+        out.position,
+        threads,
+      );
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EINVAL") return false;
+      throw error;
+    }
   };
 }
 
