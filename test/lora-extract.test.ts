@@ -19,6 +19,7 @@ import { gaussian, symmetricEigen, truncatedSvd } from "../src/merge/svd.js";
 import { loadFile, saveFile } from "../src/read/node-files.js";
 import { openSharded } from "../src/shards/node.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { mergePython } from "./helpers/python-modules.js";
 import { cli } from "./helpers/run-cli.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/extract");
@@ -398,11 +399,7 @@ test("lora extract on the command line: --json, and usage mistakes", async () =>
   });
 });
 
-const python = (() => {
-  const found = process.env.SAFETENSORS_MERGE_PYTHON ?? "/work/venv/bin/python";
-  if (!fs.existsSync(found)) return null;
-  return spawnSync(found, ["-c", "import torch, transformers, peft"], { stdio: "ignore" }).status === 0 ? found : null;
-})();
+const python = mergePython(["torch", "transformers", "peft"]);
 
 test("PEFT loads the extracted adapters (PeftModel.from_pretrained), and merges them as lora merge does", {
   skip: python === null ? "no Python with torch, transformers and peft (set SAFETENSORS_MERGE_PYTHON)" : false,

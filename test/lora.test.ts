@@ -5,17 +5,17 @@
  * B @ A runs through BLAS, which sums the rank in an order of its own).
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { toFloat32 } from "../src/codecs/index.js";
 import { bakeLora } from "../src/merge/node-lora.js";
 import { poolCounters } from "../src/merge/node-pool.js";
 import { loadFile } from "../src/read/node-files.js";
 import { openSharded } from "../src/shards/node.js";
 import { repoRoot } from "./helpers/corpus.js";
+import { logitsDifferences, mergePython } from "./helpers/python-modules.js";
 import { cli } from "./helpers/run-cli.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/lora");
@@ -23,6 +23,18 @@ const cases = JSON.parse(fs.readFileSync(path.join(FIXTURES, "expected", "cases.
   string,
   { base: string; adapters: string[]; weights: number[] }
 >;
+
+/** A Python with torch and transformers for the logits check (SAFETENSORS_MERGE_PYTHON, else /work/venv's). */
+const python = mergePython(["torch", "transformers"]);
+
+/**
+ * Each case's bake from its comparison with PEFT, kept for transformers' logits check below when there is a Python to
+ * run it (instead of baking them all again), removed after the file.
+ */
+const baked = new Map<string, string>();
+after(() => {
+  for (const out of baked.values()) fs.rmSync(out, { recursive: true, force: true });
+});
 
 function ulp(x: number, dtype: string): number {
   const mantissa = dtype === "F32" ? 23 : dtype === "BF16" ? 7 : 10;
@@ -64,7 +76,8 @@ for (const [name, spec] of Object.entries(cases)) {
         ours.close();
       }
     } finally {
-      fs.rmSync(out, { recursive: true, force: true });
+      if (python !== null) baked.set(name, out);
+      else fs.rmSync(out, { recursive: true, force: true });
     }
   });
 }
@@ -128,20 +141,18 @@ test("lora merge on the command line, and adapters refused by name", async () =>
   }
 });
 
-const python = (() => {
-  const found = process.env.SAFETENSORS_MERGE_PYTHON ?? "/work/venv/bin/python";
-  if (!fs.existsSync(found)) return null;
-  return spawnSync(found, ["-c", "import torch, transformers"], { stdio: "ignore" }).status === 0 ? found : null;
-})();
-
 test("transformers loads every baked model, and its logits are those of PEFT's merged model", {
   skip: python === null ? "no Python with torch and transformers (set SAFETENSORS_MERGE_PYTHON)" : false,
 }, async () => {
   const names = Object.keys(cases).filter((name) => !name.startsWith("gpt2"));
+  // The bakes the comparisons above kept (all of them, unless a name pattern left some of those tests out).
   const outs = await Promise.all(
     names.map(async (name) => {
+      const kept = baked.get(name);
+      if (kept !== undefined) return kept;
       const spec = cases[name]!;
       const out = fs.mkdtempSync(path.join(os.tmpdir(), `lora-logits-${name}-`));
+      baked.set(name, out);
       await bakeLora(
         path.join(FIXTURES, spec.base),
         spec.adapters.map((a, i) => ({ location: path.join(FIXTURES, "adapters", a), weight: spec.weights[i] })),
@@ -150,18 +161,12 @@ test("transformers loads every baked model, and its logits are those of PEFT's m
       return out;
     }),
   );
-  try {
-    const pairs = names.flatMap((name, i) => [outs[i]!, path.join(FIXTURES, "expected", `${name}.safetensors`)]);
-    const result = spawnSync(python!, [path.join(repoRoot, "scripts", "merge_logits_check.py"), ...pairs], {
-      encoding: "utf8",
-    });
-    assert.equal(result.status, 0, result.stderr);
-    const lines = result.stdout.trim().split("\n").slice(-names.length);
-    names.forEach((name, i) => {
-      const { max_abs, max_ref } = JSON.parse(lines[i]!);
-      assert.ok(max_abs <= 1e-2 * Math.max(1, max_ref), `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
-    });
-  } finally {
-    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
-  }
+  const differences = logitsDifferences(
+    python!,
+    names.map((name, i) => [outs[i]!, path.join(FIXTURES, "expected", `${name}.safetensors`)] as const),
+  );
+  names.forEach((name, i) => {
+    const { max_abs, max_ref } = differences[i]!;
+    assert.ok(max_abs <= 1e-2 * Math.max(1, max_ref), `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
+  });
 });

@@ -5,11 +5,10 @@
  * scalars (norms, angles) come from numpy/torch reductions summed in another order. DARE and DELLA: the keep rate and the rescale, statistically.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { isDeepStrictEqual } from "node:util";
 import { toFloat32 } from "../src/codecs/index.js";
@@ -23,9 +22,25 @@ import { openSharded } from "../src/shards/node.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { startEdgeServer } from "./helpers/edge-server.js";
 import { killAtWrite } from "./helpers/kill-child.js";
+import { logitsDifferences, mergePython } from "./helpers/python-modules.js";
 import { cli } from "./helpers/run-cli.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/merge");
+
+/**
+ * A Python with torch and transformers for the logits check (SAFETENSORS_MERGE_PYTHON, else /work/venv's); none in
+ * the SIGKILL test's children (this file again), which keep no outputs.
+ */
+const python = process.env.MERGE_KILL_CHILD ? null : mergePython(["torch", "transformers"]);
+
+/**
+ * Each config's output from its comparison with mergekit, kept for transformers' logits check below when there is a
+ * Python to run it (instead of the 16 merges again: ~10 s of CPU), removed after the file.
+ */
+const merged = new Map<string, string>();
+after(() => {
+  for (const out of merged.values()) fs.rmSync(out, { recursive: true, force: true });
+});
 
 /** How each config's output is compared: "exact" bits, "ulps" (N units of the output dtype), or "stats". */
 const MODES: Record<string, { mode: "exact" } | { mode: "ulps"; ulps: number } | { mode: "stats" }> = {
@@ -120,7 +135,8 @@ for (const [name, rule] of Object.entries(MODES)) {
         }
       }
     } finally {
-      fs.rmSync(out, { recursive: true, force: true });
+      if (python !== null) merged.set(name, out);
+      else fs.rmSync(out, { recursive: true, force: true });
     }
   });
 }
@@ -362,38 +378,24 @@ test("a merge stops at an aborted signal and leaves the output directory as it w
   }
 });
 
-/** A Python with torch and transformers for the logits check (SAFETENSORS_MERGE_PYTHON, else /work/venv's). */
-function transformersPython(): string | null {
-  const python = process.env.SAFETENSORS_MERGE_PYTHON ?? "/work/venv/bin/python";
-  if (!fs.existsSync(python)) return null;
-  const probe = spawnSync(python, ["-c", "import torch, transformers"], { stdio: "ignore" });
-  return probe.status === 0 ? python : null;
-}
-
-const python = transformersPython();
-
 test("transformers loads every merged output, and its logits are those of mergekit's model", {
   skip: python === null ? "no Python with torch and transformers (set SAFETENSORS_MERGE_PYTHON)" : false,
 }, async () => {
   const names = Object.keys(MODES);
-  const outs = await Promise.all(names.map((name) => runFixture(name)));
-  try {
-    const pairs = names.flatMap((name, i) => [outs[i]!, path.join(FIXTURES, "expected", name, "model.safetensors")]);
-    const result = spawnSync(python!, [path.join(repoRoot, "scripts", "merge_logits_check.py"), ...pairs], {
-      encoding: "utf8",
-    });
-    assert.equal(result.status, 0, result.stderr);
-    const lines = result.stdout.trim().split("\n").slice(-names.length);
-    names.forEach((name, i) => {
-      const { max_abs, max_ref } = JSON.parse(lines[i]!);
-      // Same tensors give the same logits; DARE and DELLA drop other entries than mergekit's, so their logits
-      // only stay of the same size.
-      const bound = MODES[name]!.mode === "stats" ? max_ref : 1e-3 * Math.max(1, max_ref);
-      assert.ok(max_abs <= bound, `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
-    });
-  } finally {
-    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
-  }
+  // The outputs the comparisons above kept (all of them, unless a name pattern left some of those tests out).
+  const outs = await Promise.all(names.map(async (name) => merged.get(name) ?? (await runFixture(name))));
+  for (const [i, name] of names.entries()) merged.set(name, outs[i]!);
+  const differences = logitsDifferences(
+    python!,
+    names.map((name, i) => [outs[i]!, path.join(FIXTURES, "expected", name, "model.safetensors")] as const),
+  );
+  names.forEach((name, i) => {
+    const { max_abs, max_ref } = differences[i]!;
+    // Same tensors give the same logits; DARE and DELLA drop other entries than mergekit's, so their logits
+    // only stay of the same size.
+    const bound = MODES[name]!.mode === "stats" ? max_ref : 1e-3 * Math.max(1, max_ref);
+    assert.ok(max_abs <= bound, `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
+  });
 });
 
 test("models at http(s):// locations are read by range: the same bytes as from disk, only the tensors' bytes fetched", async () => {
