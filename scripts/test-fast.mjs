@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 /**
- * `npm run test:fast`: every suite in test/ but the slow ones below, in under a minute on a 2-core machine (`npm test`
- * runs them all). A new suite is fast until it is listed here; list it when it takes more than a few seconds alone.
+ * `npm run test:fast`: every suite in test/ but the slow ones below, in under a minute on a 2-core machine: the format
+ * and its codecs, the readers and writers over memory, files and the corpus, slicing, shards, edits and their
+ * journals, integrity, pickle and GGUF parsing, the CLI in process, the docs' examples and the layering rules. Left out:
+ * what starts browsers, Python, npm or many processes, and the crash and fuzz runs (SLOW says which and why).
+ * `npm test` runs them all (scripts/run-tests.mjs). A new suite is fast until it is listed here; list it when it takes
+ * more than a few seconds alone.
  */
-import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { runTests, testFiles } from "./run-tests.mjs";
 
 /**
  * Suites left out, each with what makes it slow: more than ~6 s alone on a 2-core machine under load, where the
@@ -59,12 +62,5 @@ const SLOW = {
   "gpu-example.test.ts": "headless Chromium",
 };
 
-const files = readdirSync("test")
-  .filter((name) => name.endsWith(".test.ts") && !(name in SLOW))
-  .sort()
-  .map((name) => `test/${name}`);
-const reporter = "--test-reporter=./test/helpers/reporter.mjs";
-const run = spawnSync(process.execPath, ["--import", "tsx", "--test", reporter, ...process.argv.slice(2), ...files], {
-  stdio: "inherit",
-});
-process.exitCode = run.status ?? 1;
+const files = testFiles().filter((file) => !(file.slice("test/".length) in SLOW));
+process.exitCode = runTests(files, process.argv.slice(2));
