@@ -27,11 +27,23 @@ import { cli } from "./helpers/run-cli.js";
 
 const FIXTURES = path.join(repoRoot, "test/fixtures/merge");
 
-/**
- * A Python with torch and transformers for the logits check (SAFETENSORS_MERGE_PYTHON, else /work/venv's); none in
- * the SIGKILL test's children (this file again), which keep no outputs.
- */
-const python = process.env.MERGE_KILL_CHILD ? null : mergePython(["torch", "transformers"]);
+const KILL_CHILD = process.env.MERGE_KILL_CHILD;
+if (KILL_CHILD) {
+  // Child of the SIGKILL test: merge ties into the directory, printing a byte and pausing at each progress step. Before
+  // any test is declared: the tests declared above this await ran beside the merge in every child (~4 s of CPU each).
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  await mergeModels(parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")), KILL_CHILD, {
+    modelsDir: FIXTURES,
+    onProgress() {
+      fs.writeSync(1, ".");
+      Atomics.wait(pause, 0, 0, 20);
+    },
+  });
+  process.exit(0);
+}
+
+/** A Python with torch and transformers for the logits check (SAFETENSORS_MERGE_PYTHON, else /work/venv's). */
+const python = mergePython(["torch", "transformers"]);
 
 /**
  * Each config's output from its comparison with mergekit, kept for transformers' logits check below when there is a
@@ -311,20 +323,6 @@ test("merge-models on the command line: --json says what was read and written; t
     fs.rmSync(out, { recursive: true, force: true });
   }
 });
-
-const KILL_CHILD = process.env.MERGE_KILL_CHILD;
-if (KILL_CHILD) {
-  // Child of the SIGKILL test: merge ties into the directory, printing a byte and pausing at each progress step.
-  const pause = new Int32Array(new SharedArrayBuffer(4));
-  await mergeModels(parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")), KILL_CHILD, {
-    modelsDir: FIXTURES,
-    onProgress() {
-      fs.writeSync(1, ".");
-      Atomics.wait(pause, 0, 0, 20);
-    },
-  });
-  process.exit(0);
-}
 
 test("a merge killed at any point leaves the old checkpoint or the new one, never a mix", async () => {
   const tensorsOf = (dir: string) => {
