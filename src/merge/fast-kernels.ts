@@ -29,12 +29,28 @@ export function linear16Kernel(): Linear16Kernel | null {
   return linear16;
 }
 
-/** The LoRA bake's kernels: the bytes of the codecs' 16-bit decoder and encoder and of `addLowRank`. */
-export interface LoraKernels {
+/** The bytes of the codecs' 16-bit decoder and encoder. */
+export interface Codec16Kernels {
   /** `count` F16 or BF16 codes to float32 in `out`. */
   decode16(bytes: Uint8Array, dtype: "F16" | "BF16", count: number, out: Float32Array): void;
   /** float32 values to F16 or BF16 codes (into `out` when given: its first 2 × values.length bytes). */
   encode16(values: Float32Array, dtype: "F16" | "BF16", out?: Uint8Array): Uint8Array;
+}
+
+let codec16: Codec16Kernels | null = null;
+
+/** Use `kernels` for the merges' 16-bit decoding and encoding in this thread (null: the codecs again). */
+export function preferCodec16Kernels(kernels: Codec16Kernels | null): void {
+  codec16 = kernels;
+}
+
+/** The registered 16-bit codec kernels, or null. */
+export function codec16Kernels(): Codec16Kernels | null {
+  return codec16;
+}
+
+/** The LoRA bake's kernels: the bytes of the codecs' 16-bit decoder and encoder and of `addLowRank`. */
+export interface LoraKernels extends Codec16Kernels {
   /**
    * A low-rank update added to float32 `values` [rows × cols] in place: `left` [rows × rank], `right` [cols × rank],
    * `magnitude` [rows] or null, as `addLowRank` adds one (after restricting the factors to their rows).

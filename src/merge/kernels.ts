@@ -319,10 +319,14 @@ function magnitudeAtRank(values: Float32Array, rank: number): RankedValue {
  * a boundary, the two boundary magnitudes decide (histograms only); otherwise torch's sort is replayed to know which
  * of the equal entries it puts inside (`torch-sort.ts`).
  */
-function keepSortedRange(values: Float32Array, from: number, to: number): void {
+function keepSortedRange(values: Float32Array, from: number, to: number, replay: boolean): void {
   const n = values.length;
   if (from >= to) {
     values.fill(0);
+    return;
+  }
+  if (replay) {
+    keepSortedMagnitudes(values, false, from, to);
     return;
   }
   const lo = magnitudeAtRank(values, from);
@@ -338,12 +342,16 @@ function keepSortedRange(values: Float32Array, from: number, to: number): void {
 }
 
 /** TIES / magnitude: keep the `density` share of largest magnitudes (equal ones as torch's sort picks them). */
-export function magnitudeSparsify(values: Float32Array, density: number): void {
+export function magnitudeSparsify(values: Float32Array, density: number, replay = false): void {
   if (density >= 1) return;
   const n = values.length;
   const k = Math.trunc(density * n);
   if (k <= 0) {
     throw new SafetensorError("InvalidMergeConfig", `density ${density} keeps no entry of a ${n}-entry tensor`);
+  }
+  if (replay) {
+    keepSortedMagnitudes(values, true, 0, k);
+    return;
   }
   const at = magnitudeAtRank(values, n - k);
   if (at.less < n - k) {
@@ -355,7 +363,7 @@ export function magnitudeSparsify(values: Float32Array, density: number): void {
 }
 
 /** Breadcrumbs: drop the `gamma` share of largest magnitudes and the smallest, keeping `density`. */
-export function outlierSparsify(values: Float32Array, density: number, gamma: number): void {
+export function outlierSparsify(values: Float32Array, density: number, gamma: number, replay = false): void {
   if (density >= 1) return;
   const n = values.length;
   const target = Math.trunc(density * n);
@@ -366,7 +374,7 @@ export function outlierSparsify(values: Float32Array, density: number, gamma: nu
     bottom = 0;
   }
   // mergekit keeps sorted positions [bottom, -top): with top = 0 that slice is empty and nothing is kept.
-  keepSortedRange(values, bottom, top === 0 ? bottom : n - top);
+  keepSortedRange(values, bottom, top === 0 ? bottom : n - top, replay);
 }
 
 /** DARE: keep each entry with probability `density` (seeded). */

@@ -7,7 +7,13 @@ import { SafetensorError } from "../format/errors.js";
 import { readFullyAt, writeAtPath } from "../io/node-chunk-io.js";
 import { writeError } from "../io/node-write.js";
 import { computeChunk, linear16Params, type SparsifyTask, sparsifyDelta } from "./execute.js";
-import { preferKeepSortedKernel, preferLinear16Kernel, preferLoraKernels, preferTaskKernels } from "./fast-kernels.js";
+import {
+  preferCodec16Kernels,
+  preferKeepSortedKernel,
+  preferLinear16Kernel,
+  preferLoraKernels,
+  preferTaskKernels,
+} from "./fast-kernels.js";
 import { type BakeBlock, BakeScratch, bakeBlock } from "./lora.js";
 import {
   nativeKeepSortedKernel,
@@ -77,6 +83,7 @@ function fileTask(task: FileTask): number {
 
 preferLinear16Kernel(nativeLinear16Kernel());
 preferLoraKernels(nativeLoraKernels());
+preferCodec16Kernels(nativeLoraKernels());
 preferKeepSortedKernel(nativeKeepSortedKernel());
 preferTaskKernels(nativeTaskKernels());
 
