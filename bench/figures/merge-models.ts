@@ -113,6 +113,13 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * 99.5 s wall (82 s user + 17 s system CPU) and a 2303 MiB peak (within the bound); was 9 min 34 s. Against the
  * issue's 445 s for mergekit that is 4.5x (goal 10x: lost). Most of the CPU left is the sort replay (two task vectors
  * of 1.27 G entries, memory-bound) in the workers.
+ * With the addon's F16C codecs decoding the inputs and encoding the output in the main thread (the pure codecs took
+ * 2.5 and 5.5 ns an entry: ~17 s of that thread's CPU), and 16-bit task vectors sent straight to the sort replay
+ * without the two histogram passes (65 ms per 16 Mi entries: ~10 s), 2026-12-02 15:40-15:44 (commit 2aa6485,
+ * `/usr/bin/time -v node bin/safetensors.js merge-models ties.yml OUT` under the bench lock, load 5.1-5.4 with other
+ * helpers' suites running): 55.7 s wall, 28.0 s user + 25.7 s system CPU, peak RSS 2336 MiB (within the bound), same
+ * bytes as before. Right after it, /work/main's build of d4ffcce (load 3.6-5.1): 130 s, 109 + 33 s, 2296 MiB. Against
+ * the issue's 445 s for mergekit: 8.0x (goal 10x: lost).
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
