@@ -368,10 +368,13 @@ function checkLength(length: number, what: string): void {
  * addon keys windows itself where safetensors_v8 is loaded (`keyed`), and huge buffers (and windows without it) stay
  * transferable.
  */
-function untransferableHuge(buffer: ArrayBuffer): ArrayBuffer {
+// The parentheses make V8 compile it with the module: through Node 22 loadFile's first call runs it (mapViews), and
+// would otherwise parse it a second time there (see read/node-files.ts loadMapped).
+// biome-ignore format: the parentheses make V8 compile it with the module
+const untransferableHuge = (function untransferableHuge(buffer: ArrayBuffer): ArrayBuffer {
   if (buffer.byteLength > 0 && !markingBlocksDetach()) markAsUntransferable(buffer);
   return buffer;
-}
+});
 
 function untransferable(buffer: ArrayBuffer): ArrayBuffer {
   return keyed ? buffer : untransferableHuge(buffer);
