@@ -18,7 +18,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { journalPathFor, openForEdit, recoverFile, saveFile, Tensor } from "../src/node.js";
 import { fill } from "./helpers/fill.js";
-import { killAtWrite } from "./helpers/kill-child.js";
+import { killAtWrite, tellParent } from "./helpers/kill-child.js";
 
 const EDITS = 100;
 const TRIALS = 4;
@@ -98,7 +98,7 @@ if (process.env.ST_EDIT_CRASH_CHILD !== undefined) {
   const stopAt = Number(process.env.ST_EDIT_CRASH_AT);
   let writes = 0;
   hookWrites(() => {
-    fs.writeSync(1, ".");
+    tellParent();
     // Wait here for the kill (5 min at most: a parent that never kills makes the test fail, not hang). 60 s was
     // reached once while real-time processes of a benchmark held both cores of a 2-core machine.
     if (++writes === stopAt) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300_000);

@@ -25,7 +25,7 @@ import {
   Tensor,
 } from "../src/node.js";
 import { fill } from "./helpers/fill.js";
-import { killAtWrite } from "./helpers/kill-child.js";
+import { killAtWrite, tellParent } from "./helpers/kill-child.js";
 import { cli } from "./helpers/run-cli.js";
 
 const sha = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
@@ -235,7 +235,7 @@ if (CHILD !== undefined) {
     const original = fsModule[key] as (...args: unknown[]) => number;
     (fsModule as unknown as Record<string, unknown>)[key] = (fd: number, ...rest: unknown[]) => {
       if (fd !== 1) {
-        fs.writeSync(1, ".");
+        tellParent();
         if (++writes === stopAt) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10_000);
       }
       return original(fd, ...rest);

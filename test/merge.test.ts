@@ -21,7 +21,7 @@ import type { Tensor } from "../src/read/tensor.js";
 import { openSharded } from "../src/shards/node.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { startEdgeServer } from "./helpers/edge-server.js";
-import { killAtWrite } from "./helpers/kill-child.js";
+import { killAtWrite, tellParent } from "./helpers/kill-child.js";
 import { logitsDifferences, mergePython } from "./helpers/python-modules.js";
 import { cli } from "./helpers/run-cli.js";
 
@@ -35,7 +35,7 @@ if (KILL_CHILD) {
   await mergeModels(parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")), KILL_CHILD, {
     modelsDir: FIXTURES,
     onProgress() {
-      fs.writeSync(1, ".");
+      tellParent();
       Atomics.wait(pause, 0, 0, 20);
     },
   });

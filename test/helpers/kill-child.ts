@@ -3,6 +3,24 @@
  * it has printed `killAt` bytes (the child waits at that write, so the kill lands at an exact, reproducible point).
  */
 import { spawn } from "node:child_process";
+import { writeSync } from "node:fs";
+
+/**
+ * The child's byte to the parent. Its standard output is a non-blocking pipe: with the parent slow to read (the whole
+ * suite at load ~7 on 2 cores) a write failed with EAGAIN once, inside the edit being tested, and the child died of
+ * that instead of the kill. Retried until the pipe takes it.
+ */
+export function tellParent(): void {
+  for (;;) {
+    try {
+      writeSync(1, ".");
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
+  }
+}
 
 /** Spawn `script` under tsx with `env` added; resolves with the child's signal once it has exited. */
 export async function killAtWrite(
