@@ -24,6 +24,7 @@ import { fromGguf } from "../src/gguf/node-from-gguf.js";
 import type { OutputType } from "../src/gguf/plan.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { greedyTokens, llamaCppMissing, loadLlamaCpp } from "./helpers/llama-cpp.js";
+import { missingModules } from "./helpers/python-modules.js";
 import { referenceMissingReason, referencePython } from "./helpers/reference.js";
 
 const SEED = Number(process.env.SAFETENSORS_GGUF_SEED ?? 7001);
@@ -33,11 +34,8 @@ const CONVERTER = process.env.SAFETENSORS_LLAMA_CPP_CONVERTER;
 function modelPython(): { python: string | null; why: string } {
   const ref = referencePython();
   if (ref === null) return { python: null, why: referenceMissingReason() };
-  const probe = spawnSync(ref.python, ["-c", "import transformers, tokenizers, torch, gguf"], { encoding: "utf8" });
-  if (probe.status !== 0) {
-    const last = (probe.stderr || "").trim().split("\n").pop();
-    return { python: null, why: `${ref.python} cannot import transformers, tokenizers, torch and gguf (${last})` };
-  }
+  const missing = missingModules(ref.python, ["transformers", "tokenizers", "torch", "gguf"]);
+  if (missing.length > 0) return { python: null, why: `${ref.python} has no ${missing.join(", ")}` };
   return { python: ref.python, why: "" };
 }
 const { python, why } = modelPython();
