@@ -10,7 +10,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { repoRoot } from "./corpus.js";
 
-const FIND = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))";
+const FIND =
+  "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))";
 
 /** Which of `modules` `python` cannot find (all of them when it does not run). */
 export function missingModules(python: string, modules: readonly string[]): string[] {
