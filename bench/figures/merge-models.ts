@@ -94,6 +94,10 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * bin/safetensors.js merge-models linear.yml OUT` under the bench lock, alternating with main's d4ffcce, load 5.8-6.5,
  * other helpers' suites running): ours 4.7-5.2 s wall, 1.0-1.2 s user + 1.1-1.2 s system CPU, 95 MiB; main's 8.2-17.4 s
  * wall, 2.3-2.6 s user + 5.1-6.9 s system CPU, 110-114 MiB. Same bytes.
+ * On a quiet machine, 2026-12-02 16:38-16:44 (commit 555dd2f, load 1.1-1.6, `npm run bench -- --runs 3 --timeout 1800
+ * --only merge_linear,lora_bake`): ours 3503 ms (3291-4044) and 91.3 MiB, mergekit 29228 ms (29214-31191) and
+ * 7829 MiB: 8.34x (goal 10x: **lost**); RSS 1/86 of mergekit's (held). The O_DIRECT write of the 2.37 GiB output
+ * alone takes 1.5-2.2 s on this disk (dd), node's start-up ~0.3 s.
  */
 export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
   ratio: 10,
@@ -120,6 +124,10 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * helpers' suites running): 55.7 s wall, 28.0 s user + 25.7 s system CPU, peak RSS 2336 MiB (within the bound), same
  * bytes as before. Right after it, /work/main's build of d4ffcce (load 3.6-5.1): 130 s, 109 + 33 s, 2296 MiB. Against
  * the issue's 445 s for mergekit: 8.0x (goal 10x: lost).
+ * On a quiet machine, 2026-12-02 16:44-16:50 (commit 555dd2f, load 1.3-1.5), ours twice then mergekit once, the
+ * inputs in the page cache (`/usr/bin/time node bin/safetensors.js merge-models ties.yml OUT`; mergekit as above):
+ * ours 35.1 and 34.9 s wall (27-28 s user + 18 s system CPU), peak 2474 and 2341 MiB (within the bound); mergekit
+ * 300.5 s wall (273 s user + 106 s system), peak 10843 MiB: 8.6x (goal 10x: **lost**).
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -137,6 +145,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * within 256 MiB (held).
  * The same on a quiet machine (2026-12-02 09:01-09:03, commit 72ad789, load 1.3-1.5, `--only merge_linear,lora_bake`,
  * --runs 1): ours 9.6 s and 145 MiB, PEFT 18.3 s and 2868 MiB: 1.90x (goal 2x: **lost**); RSS held.
+ * On a quiet machine, same run as merge_linear's of 16:38-16:44 (commit 555dd2f): ours 5607 ms (5588-5633) and
+ * 196.6 MiB, PEFT 36934 ms (32677-40393) and 2869 MiB: 6.59x (goal 2x: held); RSS within 256 MiB (held).
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
