@@ -25,19 +25,7 @@ import {
   linear16Params,
   type MergeReader,
 } from "./execute.js";
-import {
-  preferCodec16Kernels,
-  preferKeepSortedKernel,
-  preferLinear16Kernel,
-  preferTaskKernels,
-} from "./fast-kernels.js";
-import {
-  nativeKeepSortedKernel,
-  nativeLinear16FileKernel,
-  nativeLinear16Kernel,
-  nativeLoraKernels,
-  nativeTaskKernels,
-} from "./node-native.js";
+import { installNativeKernels, nativeLinear16FileKernel } from "./node-native.js";
 import { outputBytes, sideFilesOf, type TensorTarget, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { ChunkPool, Flight } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
@@ -183,12 +171,9 @@ async function writeMerge(
   // (decode 12, kernel 50, encode 15), two workers ~2x; the main thread meanwhile reads and writes.
   // With the addon's SIMD kernel a chunk takes well under a millisecond: it is computed here (handing it to a worker
   // cost more than computing it), and a merge whose every job has such a kernel starts no workers.
-  preferLinear16Kernel(nativeLinear16Kernel());
-  preferKeepSortedKernel(nativeKeepSortedKernel());
-  preferTaskKernels(nativeTaskKernels());
   // Whole-tensor jobs decode their inputs and encode their output here: 2.5 and 5.5 ns an entry in the codecs, ~10
   // and ~7 s of this thread's CPU over the bench's TIES (3.8 G entries decoded, 1.27 G encoded), a fraction with F16C.
-  preferCodec16Kernels(nativeLoraKernels());
+  installNativeKernels();
   // Element-wise jobs over local files: workers read, compute and write their own chunks (file tasks, node-pool.ts),
   // with direct writes; copies go file to file. Measured on the 2-core VM (the bench's linear merge, load 4-8): in
   // the main thread with buffered writes 24 s wall (1.9 s user + 16.4 s system CPU: page-cache pages faulted in on

@@ -8,7 +8,17 @@
  */
 import { fileURLToPath } from "node:url";
 import { addonCandidates, loadFirst, runtimeRefusal } from "../io/native-load.js";
-import type { KeepSortedKernel, Linear16Kernel, LoraKernels, TaskKernels } from "./fast-kernels.js";
+import {
+  type KeepSortedKernel,
+  type Linear16Kernel,
+  type LoraKernels,
+  preferCodec16Kernels,
+  preferKeepSortedKernel,
+  preferLinear16Kernel,
+  preferLoraKernels,
+  preferTaskKernels,
+  type TaskKernels,
+} from "./fast-kernels.js";
 
 interface MergeAddon {
   mergeLinear16(
@@ -186,4 +196,17 @@ export function nativeTaskKernels(): TaskKernels | null {
       a.consensus2(base, x, y, weights, dtype === "BF16", normalize, lambda, count, out);
     },
   };
+}
+
+/**
+ * Register every native merge kernel (none when the addon is absent) for the pure code of this thread: the merge's
+ * main thread and each worker of its pool (node-worker.ts) call it once.
+ */
+export function installNativeKernels(): void {
+  const lora = nativeLoraKernels();
+  preferLinear16Kernel(nativeLinear16Kernel());
+  preferLoraKernels(lora);
+  preferCodec16Kernels(lora);
+  preferKeepSortedKernel(nativeKeepSortedKernel());
+  preferTaskKernels(nativeTaskKernels());
 }

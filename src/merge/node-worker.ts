@@ -7,21 +7,8 @@ import { SafetensorError } from "../format/errors.js";
 import { readFullyAt, writeAtPath } from "../io/node-chunk-io.js";
 import { writeError } from "../io/node-write.js";
 import { computeChunk, linear16Params, type SparsifyTask, sparsifyDelta } from "./execute.js";
-import {
-  preferCodec16Kernels,
-  preferKeepSortedKernel,
-  preferLinear16Kernel,
-  preferLoraKernels,
-  preferTaskKernels,
-} from "./fast-kernels.js";
 import { type BakeBlock, BakeScratch, bakeBlock } from "./lora.js";
-import {
-  nativeKeepSortedKernel,
-  nativeLinear16FileKernel,
-  nativeLinear16Kernel,
-  nativeLoraKernels,
-  nativeTaskKernels,
-} from "./node-native.js";
+import { installNativeKernels, nativeLinear16FileKernel } from "./node-native.js";
 import type { FileTask } from "./node-pool.js";
 import type { TensorJob } from "./plan.js";
 
@@ -81,11 +68,7 @@ function fileTask(task: FileTask): number {
   return bytes.length;
 }
 
-preferLinear16Kernel(nativeLinear16Kernel());
-preferLoraKernels(nativeLoraKernels());
-preferCodec16Kernels(nativeLoraKernels());
-preferKeepSortedKernel(nativeKeepSortedKernel());
-preferTaskKernels(nativeTaskKernels());
+installNativeKernels();
 
 parentPort!.on("message", (request: Request) => {
   const id = request.id;
