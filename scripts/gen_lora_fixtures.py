@@ -45,6 +45,8 @@ ADAPTERS = {
     "embedding": (LLAMA, dict(r=3, lora_alpha=3, target_modules=["embed_tokens", "o_proj"])),
     "second": (LLAMA, dict(r=2, lora_alpha=2, target_modules=["q_proj", "gate_proj"])),
     "gpt2_conv1d": (GPT2, dict(r=2, lora_alpha=4, fan_in_fan_out=True, target_modules=["c_attn", "c_proj", "c_fc"])),
+    # lora_bias: lora_B carries a bias, added (times the scale) to the layer's bias.
+    "gpt2_bias": (GPT2, dict(r=2, lora_alpha=6, fan_in_fan_out=True, lora_bias=True, target_modules=["c_attn", "c_fc"])),
 }
 
 
@@ -108,6 +110,8 @@ def main():
         "embedding": (LLAMA, ["embedding"], None),
         "gpt2_conv1d": (GPT2, ["gpt2_conv1d"], None),
         "two_weighted": (LLAMA, ["lora", "second"], [1.0, 0.5]),
+        "gpt2_bias": (GPT2, ["gpt2_bias"], None),
+        "gpt2_bias_two": (GPT2, ["gpt2_bias", "gpt2_conv1d"], [0.5, 1.0]),
     }
     manifest = {}
     for case, (base_dir, adapters, weights) in cases.items():

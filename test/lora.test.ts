@@ -10,6 +10,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, test } from "node:test";
 import { toFloat32 } from "../src/codecs/index.js";
+import { parseAdapterConfig, planLora } from "../src/merge/lora.js";
 import { bakeLora } from "../src/merge/node-lora.js";
 import { poolCounters } from "../src/merge/node-pool.js";
 import { loadFile } from "../src/read/node-files.js";
@@ -130,11 +131,11 @@ test("lora merge on the command line, and adapters refused by name", async () =>
       path.join(bad, "adapter_model.safetensors"),
     );
     const config = JSON.parse(fs.readFileSync(path.join(FIXTURES, "adapters", "lora", "adapter_config.json"), "utf8"));
-    fs.writeFileSync(path.join(bad, "adapter_config.json"), JSON.stringify({ ...config, lora_bias: true }));
+    fs.writeFileSync(path.join(bad, "adapter_config.json"), JSON.stringify({ ...config, use_qalora: true }));
     const refused = await cli("lora", "merge", base, bad, path.join(out, "n"));
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /UnsupportedAdapter/);
-    assert.match(refused.stderr, /lora_bias/);
+    assert.match(refused.stderr, /use_qalora/);
     assert.ok(!fs.existsSync(path.join(out, "n")));
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
@@ -169,4 +170,57 @@ test("transformers loads every baked model, and its logits are those of PEFT's m
     const { max_abs, max_ref } = differences[i]!;
     assert.ok(max_abs <= 1e-2 * Math.max(1, max_ref), `${name}: logits differ by ${max_abs} (largest ${max_ref})`);
   });
+});
+
+test("lora_bias: lora_B's bias goes to the layer's bias, which must exist and fit; without the option it is dropped", () => {
+  const f32 = (...shape: number[]) => ({ dtype: "F32" as const, shape });
+  const adapter = new Map([
+    ["base_model.model.m.lora_A.weight", f32(2, 3)],
+    ["base_model.model.m.lora_B.weight", f32(4, 2)],
+    ["base_model.model.m.lora_B.bias", f32(4)],
+  ]);
+  const config = (loraBias: boolean) =>
+    parseAdapterConfig({ peft_type: "LORA", r: 2, lora_alpha: 6, lora_bias: loraBias, target_modules: ["m"] });
+  const plan = (base: Map<string, { dtype: "F32"; shape: number[] }>, loraBias: boolean) =>
+    planLora(base, [{ config: config(loraBias), tensors: adapter, weight: 0.5 }]);
+  const withBias = plan(
+    new Map([
+      ["m.weight", f32(4, 3)],
+      ["m.bias", f32(4)],
+    ]),
+    true,
+  );
+  const bias = withBias.find((t) => t.name === "m.bias")!;
+  assert.equal(bias.updates.length, 1);
+  assert.equal(bias.updates[0]!.bias, true);
+  assert.equal(bias.updates[0]!.b, "base_model.model.m.lora_B.bias");
+  assert.equal(bias.updates[0]!.scaling, 1.5); // α / r times the adapter's weight
+  assert.equal(withBias.find((t) => t.name === "m.weight")!.updates.length, 1);
+  // PEFT loads a lora_B.bias into nothing (with a warning) when the config does not ask for it.
+  const dropped = plan(
+    new Map([
+      ["m.weight", f32(4, 3)],
+      ["m.bias", f32(4)],
+    ]),
+    false,
+  );
+  assert.equal(dropped.find((t) => t.name === "m.bias")!.updates.length, 0);
+  assert.throws(() => plan(new Map([["m.weight", f32(4, 3)]]), true), {
+    code: "InvalidAdapter",
+    message: /no m\.bias/,
+  });
+  assert.throws(
+    () =>
+      plan(
+        new Map([
+          ["m.weight", f32(4, 3)],
+          ["m.bias", f32(5)],
+        ]),
+        true,
+      ),
+    {
+      code: "InvalidAdapter",
+      message: /bias is \[4\]/,
+    },
+  );
 });

@@ -20,7 +20,7 @@ other, each update times its --weights entry (default 1).
 The base is read by ranges and written in blocks of rows: memory is the adapters plus a few blocks whatever the
 model's size. OUTDIR gets the shards, their index, the base's config.json, generation_config.json and tokenizer
 files, committed at once (killed at any point, OUTDIR holds its old files or the new ones). An adapter of another
-PEFT type, or with an option that is not applied here (lora_bias, layer_replication, ...), is refused by name
+PEFT type, or with an option that is not applied here (use_qalora, layer_replication, ...), is refused by name
 (error[UnsupportedAdapter]).
 
 Kohya / sd-scripts LoRA files (a .safetensors of lora_down, lora_up and alpha tensors, LoCon's convolutions too)

@@ -20,11 +20,12 @@ export interface AdapterConfig {
   readonly dora: boolean;
   readonly rankPattern: ReadonlyMap<string, number>;
   readonly alphaPattern: ReadonlyMap<string, number>;
+  /** `lora_bias`: each lora_B carries a bias, added (times the scale) to the layer's bias. */
+  readonly loraBias: boolean;
 }
 
 /** Options of a PEFT LoRA config that change what a merge computes and that we do not apply: refused when set. */
 const REFUSED_OPTIONS: readonly [string, (value: unknown) => boolean][] = [
-  ["lora_bias", (v) => v === true],
   ["use_qalora", (v) => v === true],
   ["layer_replication", (v) => v !== null && v !== undefined],
   ["trainable_token_indices", (v) => v !== null && v !== undefined],
@@ -82,6 +83,7 @@ export function parseAdapterConfig(input: unknown): AdapterConfig {
     dora,
     rankPattern: numberMap("rank_pattern", config.rank_pattern),
     alphaPattern: numberMap("alpha_pattern", config.alpha_pattern),
+    loraBias: config.lora_bias === true,
   };
 }
 
@@ -129,6 +131,8 @@ export interface LoraUpdate {
   readonly ratio?: number;
   /** The rows of W the update covers, [first, count] (q, k or v of a fused projection); default all. */
   readonly rows?: readonly [number, number] | null;
+  /** `lora_bias`: the update adds `b` (lora_B's bias) times `scaling` to a bias vector; `a` is unused. */
+  readonly bias?: boolean;
 }
 
 export interface LoraTensorPlan {
@@ -153,7 +157,7 @@ export interface AdapterInput {
 
 const PREFIX = "base_model.model.";
 const LORA_KEY =
-  /^(.*)\.(lora_A\.weight|lora_B\.weight|lora_embedding_A|lora_embedding_B|lora_magnitude_vector(?:\.weight)?)$/;
+  /^(.*)\.(lora_A\.weight|lora_B\.weight|lora_B\.bias|lora_embedding_A|lora_embedding_B|lora_magnitude_vector(?:\.weight)?)$/;
 
 /** Plan a bake: every base tensor, with what each adapter changes in it. */
 export function planLora(
@@ -220,6 +224,36 @@ export function planLora(
       }
       if (adapter.config.dora && magnitude === null) {
         throw new SafetensorError("InvalidAdapter", `module ${module}: use_dora but no lora_magnitude_vector`);
+      }
+      const bias = parts.get("lora_B.bias");
+      // Without lora_bias in its config, PEFT loads an adapter's lora_B.bias into nothing (with a warning).
+      if (bias !== undefined && adapter.config.loraBias) {
+        const biasName = `${module}.bias`;
+        const have = base.get(biasName);
+        const want = adapter.tensors.get(bias)!.shape;
+        if (!have) {
+          throw new SafetensorError("InvalidAdapter", `module ${module}: lora_bias, but the base has no ${biasName}`);
+        }
+        if (have.shape.join(",") !== want.join(",")) {
+          throw new SafetensorError(
+            "InvalidAdapter",
+            `module ${module}: lora_B's bias is [${want}], the base's ${biasName} [${have.shape}]`,
+          );
+        }
+        const scaling = loraScaling(adapter.config, module) * adapter.weight;
+        const list = updates.get(biasName) ?? [];
+        list.push({
+          adapter: index,
+          a: "",
+          b: bias,
+          magnitude: null,
+          scaling,
+          layout: "rows",
+          embedding,
+          rank: 1,
+          bias: true,
+        });
+        updates.set(biasName, list);
       }
       const list = updates.get(target) ?? [];
       list.push({
@@ -292,6 +326,23 @@ export function lowRankFactors(
     deltaDtype,
     ratio: update.ratio ?? 1,
     rows: update.rows ?? null,
+  };
+}
+
+/**
+ * A lora_bias update of a bias vector as a rank-1 update of one row, ΔW = [1] @ biasᵀ: fround(1 · b) · scaling is
+ * torch's `lora_B.bias * scaling` in float32, added as PEFT's `bias += …` adds it.
+ */
+export function biasFactors(update: LoraUpdate, bias: Float32Array): LowRankFactors {
+  return {
+    left: Float32Array.of(1),
+    right: bias,
+    rank: 1,
+    scaling: update.scaling,
+    magnitude: null,
+    deltaDtype: "F32",
+    ratio: 1,
+    rows: null,
   };
 }
 

@@ -16,6 +16,7 @@ import {
   type AdapterInput,
   type BakeBlock,
   bakeBlock,
+  biasFactors,
   factorRows,
   type LoraTensorPlan,
   lowRankFactors,
@@ -103,7 +104,7 @@ async function openKohya(spec: AdapterSpec, options: NodeOpenOptions): Promise<O
       }
       tensors.set(name, values);
     }
-    const config = { r: 1, alpha: 1, rslora: false, fanInFanOut: false, dora: false };
+    const config = { r: 1, alpha: 1, rslora: false, fanInFanOut: false, dora: false, loraBias: false };
     const input = { config: { ...config, rankPattern: new Map(), alphaPattern: new Map() }, tensors: catalog };
     return { input: { ...input, weight: spec.weight ?? 1 }, tensors, kohyaAlphas: alphas };
   } finally {
@@ -260,7 +261,9 @@ async function writeBake(
         const magnitude = u.magnitude === null ? null : a.get(u.magnitude)!;
         // PEFT rounds an embedding's update to the weight's dtype before adding it (measured: bit-equal that way).
         const deltaDtype = u.embedding ? (t.dtype as "F32" | "F16" | "BF16") : "F32";
-        const f = lowRankFactors(u, a.get(u.a)!, a.get(u.b)!, magnitude, deltaDtype);
+        const f = u.bias
+          ? biasFactors(u, a.get(u.b)!)
+          : lowRankFactors(u, a.get(u.a)!, a.get(u.b)!, magnitude, deltaDtype);
         // Workers get views of the factors in shared memory: a block's task would otherwise carry copies of L and R
         // whole (up to 1.4 MiB a block on the bench's down_proj).
         return pool === null
