@@ -8,6 +8,7 @@
  */
 #include "merge_kernels.h"
 
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -496,6 +497,147 @@ AVX2 static int64_t sort_partition_avx2(pair_sorter *s, int64_t first, int64_t l
 }
 #endif
 
+/*
+ * The same partition with the stops found a block at a time, without a branch per entry (BlockQuicksort's scheme):
+ * the left scan's stops are the entries that do not compare before the pivot, the right scan's those the pivot does not
+ * compare before, and the scalar partition swaps the k-th stop from the left with the k-th from the right, as long as
+ * they have not crossed. While the two blocks scanned are disjoint every left stop lies before every right stop, and a
+ * swap only moves entries already recorded as stops, so recording each block's stops on its entries as they are and
+ * swapping the pairs in order makes the scalar partition's swaps; the last two blocks' worth (where the scans may
+ * cross) is left to it from the state it would have reached. Measured on the 2-core VM: the scalar scans stop every
+ * couple of entries on a task vector's magnitudes, a mispredicted branch each time (sort_partition_avx2 was 35% of the
+ * bench's TIES CPU).
+ */
+#define SORT_BLOCK 128
+
+static int64_t sort_partition_finish(pair_sorter *s, int64_t first, int64_t last, int64_t pivot) {
+#ifdef MERGE_HAVE_AVX2
+  if (s->simd) return sort_partition_avx2(s, first, last, pivot);
+#endif
+  return sort_partition(s, first, last, pivot);
+}
+
+#ifdef MERGE_HAVE_AVX2
+/* For each 8-bit mask, the positions of its set bits (low bit first, one byte each) and their count; and the same
+   for the right scan, whose lanes run down the array: lane l of a block's step j is offset j + 7 - l, taken from l = 7
+   down. */
+static uint64_t stops_up[256], stops_down[256];
+static uint8_t stops_count[256];
+
+static void stops_init(void) {
+  for (int m = 0; m < 256; m++) {
+    uint64_t up = 0, down = 0;
+    int n = 0;
+    for (int l = 0; l < 8; l++) {
+      if (m & (1 << l)) up |= (uint64_t)l << (8 * n++);
+    }
+    n = 0;
+    for (int l = 7; l >= 0; l--) {
+      if (m & (1 << l)) down |= (uint64_t)(7 - l) << (8 * n++);
+    }
+    stops_up[m] = up;
+    stops_down[m] = down;
+    stops_count[m] = (uint8_t)n;
+  }
+}
+
+static pthread_once_t stops_once = PTHREAD_ONCE_INIT;
+
+/* The offsets of a packed block's left stops (entries not before the pivot): w[0..SORT_BLOCK). */
+AVX2 static int block_stops_up(const uint32_t *w, uint32_t pk, int desc, uint8_t *off) {
+  const __m256i p = _mm256_set1_epi32((int)pk);
+  int n = 0;
+  for (int i = 0; i < SORT_BLOCK; i += 8) {
+    __m256i k = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(w + i)), 16);
+    __m256i go = desc ? _mm256_cmpgt_epi32(k, p) : _mm256_cmpgt_epi32(p, k);
+    unsigned stop = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(go)) & 0xffu;
+    uint64_t o = stops_up[stop] + (uint64_t)i * 0x0101010101010101ull;
+    memcpy(off + n, &o, 8);
+    n += stops_count[stop];
+  }
+  return n;
+}
+
+/* The offsets (down from `top` - 1) of a packed block's right stops (entries the pivot is not before). */
+AVX2 static int block_stops_down(const uint32_t *top, uint32_t pk, int desc, uint8_t *off) {
+  const __m256i p = _mm256_set1_epi32((int)pk);
+  int n = 0;
+  for (int j = 0; j < SORT_BLOCK; j += 8) {
+    __m256i k = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(top - 8 - j)), 16);
+    __m256i go = desc ? _mm256_cmpgt_epi32(p, k) : _mm256_cmpgt_epi32(k, p);
+    unsigned stop = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(go)) & 0xffu;
+    uint64_t o = stops_down[stop] + (uint64_t)j * 0x0101010101010101ull;
+    memcpy(off + n, &o, 8);
+    n += stops_count[stop];
+  }
+  return n;
+}
+#endif
+
+static int block_stops_up_scalar(const pair_sorter *s, const uint32_t *w, uint32_t pk, uint8_t *off) {
+  int n = 0;
+  for (int i = 0; i < SORT_BLOCK; i++) {
+    uint32_t k = sort_key(s, w[i]);
+    off[n] = (uint8_t)i;
+    n += s->desc ? k <= pk : k >= pk;
+  }
+  return n;
+}
+
+static int block_stops_down_scalar(const pair_sorter *s, const uint32_t *top, uint32_t pk, uint8_t *off) {
+  int n = 0;
+  for (int i = 0; i < SORT_BLOCK; i++) {
+    uint32_t k = sort_key(s, top[-1 - i]);
+    off[n] = (uint8_t)i;
+    n += s->desc ? k >= pk : k <= pk;
+  }
+  return n;
+}
+
+static int64_t sort_partition_block(pair_sorter *s, int64_t first, int64_t last, int64_t pivot) {
+  uint32_t *w = s->w;
+  const uint32_t pk = sort_key(s, w[pivot]);
+  /* 8 bytes of slack: the SIMD steps store 8 offsets at a time. */
+  uint8_t offl[SORT_BLOCK + 8], offr[SORT_BLOCK + 8];
+  int nl = 0, il = 0, nr = 0, ir = 0;
+  int64_t lo = first, hi = last;  /* not scanned yet: [lo, hi) */
+  int64_t lbase = lo, rbase = hi; /* left stops at lbase + offl[], right stops at rbase - 1 - offr[] */
+#ifdef MERGE_HAVE_AVX2
+  if (s->simd) pthread_once(&stops_once, stops_init);
+#endif
+  while (hi - lo >= 2 * SORT_BLOCK) {
+    if (il == nl) {
+      il = 0;
+      lbase = lo;
+#ifdef MERGE_HAVE_AVX2
+      nl = s->simd ? block_stops_up(w + lo, pk, s->desc, offl) : block_stops_up_scalar(s, w + lo, pk, offl);
+#else
+      nl = block_stops_up_scalar(s, w + lo, pk, offl);
+#endif
+      lo += SORT_BLOCK;
+    }
+    if (ir == nr) {
+      ir = 0;
+      rbase = hi;
+#ifdef MERGE_HAVE_AVX2
+      nr = s->simd ? block_stops_down(w + hi, pk, s->desc, offr) : block_stops_down_scalar(s, w + hi, pk, offr);
+#else
+      nr = block_stops_down_scalar(s, w + hi, pk, offr);
+#endif
+      hi -= SORT_BLOCK;
+    }
+    int m = nl - il < nr - ir ? nl - il : nr - ir;
+    for (int t = 0; t < m; t++) sort_swap(s, lbase + offl[il + t], rbase - 1 - offr[ir + t]);
+    il += m;
+    ir += m;
+  }
+  /* The scalar partition from where it would be: its left scan at the next left stop not swapped (or the first entry
+     not scanned), its right scan just below (it steps down first) the next right stop not swapped. */
+  int64_t f = il < nl ? lbase + offl[il] : lo;
+  int64_t l = ir < nr ? rbase - offr[ir] : hi;
+  return sort_partition_finish(s, f, l, pivot);
+}
+
 static void sort_insertion(pair_sorter *s, int64_t first, int64_t last) {
   uint32_t *v = s->w;
   int32_t *ix = s->ix;
@@ -581,11 +723,7 @@ static void sort_intro(pair_sorter *s, int64_t first, int64_t last, int64_t dept
     depth--;
     int64_t mid = first + (last - first) / 2;
     sort_median_to_first(s, first, first + 1, mid, last - 1);
-#ifdef MERGE_HAVE_AVX2
-    int64_t cut = s->simd ? sort_partition_avx2(s, first + 1, last, first) : sort_partition(s, first + 1, last, first);
-#else
-    int64_t cut = sort_partition(s, first + 1, last, first);
-#endif
+    int64_t cut = sort_partition_block(s, first + 1, last, first);
     sort_intro(s, cut, last, depth);
     last = cut;
   }
@@ -626,16 +764,60 @@ AVX2 static int64_t f16_pack_avx2(uint32_t *w, int64_t n) {
   return i;
 }
 
-/* Each word's own F16 code back to its float where its bit in `kept` is set, else 0. */
-AVX2 static int64_t f16_unpack_avx2(uint32_t *w, const uint8_t *kept, int64_t n) {
+/* Each word's own F16 code back to its float where its key (from that code) lies strictly between `lo` and `hi` or its
+   bit in `kept` is set, else 0. */
+AVX2 static int64_t f16_unpack_avx2(uint32_t *w, const uint8_t *kept, int64_t n, uint32_t lo, uint32_t hi) {
   const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128), low = _mm256_set1_epi32(0xffff);
+  const __m256i mask = _mm256_set1_epi32(0x7fff), inf = _mm256_set1_epi32(0x7c00), nan = _mm256_set1_epi32(0x7e00);
+  const __m256i lower = _mm256_set1_epi32((int)lo), upper = _mm256_set1_epi32((int)hi);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256i code = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(w + i)), low);
     __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(code, code), 0x08);
     __m256 value = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+    __m256i key = _mm256_and_si256(code, mask);
+    key = _mm256_blendv_epi8(key, nan, _mm256_cmpgt_epi32(key, inf));
+    __m256i between = _mm256_and_si256(_mm256_cmpgt_epi32(key, lower), _mm256_cmpgt_epi32(upper, key));
     __m256i keep = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(kept[i >> 3]), bit), bit);
+    keep = _mm256_or_si256(keep, between);
     _mm256_storeu_ps((float *)(w + i), _mm256_and_ps(value, _mm256_castsi256_ps(keep)));
+  }
+  return i;
+}
+
+/* The smallest and largest key of packed words w[0..n) (into *lo and *hi, which hold the starting values). */
+AVX2 static int64_t key_range_avx2(const uint32_t *w, int64_t n, uint32_t *lo, uint32_t *hi) {
+  __m256i mn = _mm256_set1_epi32((int)*lo), mx = _mm256_set1_epi32((int)*hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i k = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(w + i)), 16);
+    mn = _mm256_min_epu32(mn, k);
+    mx = _mm256_max_epu32(mx, k);
+  }
+  uint32_t a[8], b[8];
+  _mm256_storeu_si256((__m256i *)a, mn);
+  _mm256_storeu_si256((__m256i *)b, mx);
+  for (int l = 0; l < 8; l++) {
+    if (a[l] < *lo) *lo = a[l];
+    if (b[l] > *hi) *hi = b[l];
+  }
+  return i;
+}
+
+/* Marks in `kept` the index (ix) of each packed word of w[0..n) whose key is `lo` or `hi`. */
+AVX2 static int64_t mark_ties_avx2(const uint32_t *w, const int32_t *ix, int64_t n, uint32_t lo, uint32_t hi,
+                                   uint8_t *kept) {
+  const __m256i lower = _mm256_set1_epi32((int)lo), upper = _mm256_set1_epi32((int)hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i k = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(w + i)), 16);
+    __m256i tie = _mm256_or_si256(_mm256_cmpeq_epi32(k, lower), _mm256_cmpeq_epi32(k, upper));
+    unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(tie));
+    while (m != 0) {
+      int32_t at = ix[i + __builtin_ctz(m)];
+      kept[at >> 3] |= (uint8_t)(1u << (at & 7));
+      m &= m - 1;
+    }
   }
   return i;
 }
@@ -716,17 +898,41 @@ int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int6
     sort_intro(&s, 0, n, 2 * depth);
   }
   if (packing != 0) {
-    /* The entries at kept positions, marked by index (a bitmap: n / 8 bytes, mostly in cache), then each word
-       becomes its own value or zero in one pass. */
-    for (int64_t p = from < 0 ? 0 : from; p < to && p < n; p++) kept[ix[p] >> 3] |= (uint8_t)(1u << (ix[p] & 7));
+    /* Which entries are kept, from their keys where that decides it: the kept positions [a, b) hold keys from lo to
+       hi, so every entry whose key lies strictly between is kept wherever the sort put it, and every entry whose key
+       lies outside is dropped. Only entries whose key is lo or hi may lie on either side of a boundary: those are
+       marked by index (a bitmap: n / 8 bytes). Then each word becomes its own value or zero in one pass. Marking
+       every kept position's index instead (a random write per kept entry) took 8% of the bench's TIES CPU. */
+    int64_t a = from < 0 ? 0 : from, b = to < n ? to : n;
+    uint32_t lo = 0xffff, hi = 0;
+    int64_t p = a;
+#ifdef MERGE_HAVE_AVX2
+    if (have_avx2() && b > a) p = a + key_range_avx2(w + a, b - a, &lo, &hi);
+#endif
+    for (; p < b; p++) {
+      uint32_t k = w[p] >> 16;
+      if (k < lo) lo = k;
+      if (k > hi) hi = k;
+    }
+    p = a;
+#ifdef MERGE_HAVE_AVX2
+    if (have_avx2() && b > a) p = a + mark_ties_avx2(w + a, ix + a, b - a, lo, hi, kept);
+#endif
+    for (; p < b; p++) {
+      uint32_t k = w[p] >> 16;
+      if (k == lo || k == hi) kept[ix[p] >> 3] |= (uint8_t)(1u << (ix[p] & 7));
+    }
+    const uint32_t nan_key = packing == 1 ? 0x7e00u : 0x7fc0u, inf_key = packing == 1 ? 0x7c00u : 0x7f80u;
     int64_t i = 0;
 #ifdef MERGE_HAVE_AVX2
-    if (packing == 1 && have_avx2()) i = f16_unpack_avx2(w, kept, n);
+    if (packing == 1 && have_avx2()) i = f16_unpack_avx2(w, kept, n, lo, hi);
 #endif
     for (; i < n; i++) {
       uint16_t code = (uint16_t)(w[i] & 0xffff);
-      float value = (kept[i >> 3] >> (i & 7)) & 1 ? (packing == 1 ? half_f16_to_f32(code) : bf16_to_f32(code)) : 0.0f;
-      v[i] = value;
+      uint32_t key = code & 0x7fffu;
+      if (key > inf_key) key = nan_key;
+      int keep = (lo < key && key < hi) || ((kept[i >> 3] >> (i & 7)) & 1);
+      v[i] = keep ? (packing == 1 ? half_f16_to_f32(code) : bf16_to_f32(code)) : 0.0f;
     }
     free(kept);
     free(ix);
