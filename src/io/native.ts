@@ -662,41 +662,49 @@ export function nativeStats(): NativeStats | null {
 export const DTYPE_NAMES = DTYPES.join(",");
 export const DTYPE_BITS = Float64Array.from(DTYPES, (name) => dtypeInfo(name)!.bits);
 
-/** Reused by every loadViews call (grown when a header needs more): a call allocates nothing here. */
-let viewNumbers = new Float64Array(4096);
-const viewNames: string[] = [];
-
 /**
- * A whole file mapped by one native call (`loadViews` in native/safetensors_native.c): `window` is every byte of it
- * (untransferable; collected, it unmaps the file), `numbers` are [st_dev, st_ino, data start, tensor count T, distinct
- * shape count S, T × (name start, name end, dtype index in DTYPES, shape index, begin in the data region, byte
- * length), S × (ndim, dims...)], `names` the T tensor names. Both are reused by the next call.
+ * What the last mapViews call answered besides its window, reused by the next call (grown when a header needs more):
+ * [st_dev, st_ino, data start, tensor count T, distinct shape count S, T × (name start, name end, dtype index in
+ * DTYPES, shape index, begin in the data region, byte length), S × (ndim, dims...)].
  */
-export interface MappedViews {
-  window: ArrayBuffer;
-  numbers: Float64Array;
-  names: readonly string[];
-}
+export let viewNumbers = new Float64Array(4096);
+/** The tensor names of the last mapViews call: `[names joined by "\0"]` (see loadViews), or one per tensor. */
+const namesOut: string[] = [];
 
 /**
- * Map `path` and check its header in one native call, or null when the addon cannot (an older build, windows V8
- * would count) or will not (see loadViews) take this file: the caller then reads it the ordinary way, which decides
- * and reports everything. `journal`: look for the file's edit journal (null when there is one).
+ * The `count` tensor names of the last mapViews call. loadViews hands them over as one string joined by NUL (its
+ * checked scan takes names only as plain ASCII, which holds no NUL) and split here: one string made by C and one
+ * `split` instead of a string and a napi_set_element per tensor. callgrind, Node 20, the bench's 48-tensor
+ * checkpoint, the first loadFile: napi_set_element alone was 53.5 k instructions of it. An addon built from older
+ * sources sets one element per name, which is taken as it is.
  */
 // biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
-export const mapViews = (function mapViews(path: string, journal: boolean, maxHeaderBytes: number): MappedViews | null {
+export const viewNames = (function viewNames(count: number): readonly string[] {
+  return namesOut.length === 1 && count !== 1 ? namesOut[0]!.split("\0") : namesOut;
+});
+
+/**
+ * Map `path` and check its header in one native call (`loadViews` in native/safetensors_native.c): the window is
+ * every byte of the file (untransferable; collected, it unmaps the file), the rest of the answer is in viewNumbers and
+ * viewNames. Null when the addon cannot (an older build, windows V8 would count) or will not (see loadViews) take
+ * this file: the caller then reads it the ordinary way, which decides and reports everything. `journal`: look for
+ * the file's edit journal (null when there is one). No object made for the answer: the first object literal a
+ * function makes creates its boilerplate, ~22 k instructions (callgrind, Node 20), inside a process's first loadFile.
+ */
+// biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
+export const mapViews = (function mapViews(path: string, journal: boolean, maxHeaderBytes: number): ArrayBuffer | null {
   const load = loadNative()?.loadViews;
   if (load === undefined) return null;
   let window: ArrayBuffer | null | -2;
   try {
-    window = load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
+    window = load(path, viewNumbers, namesOut, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
   } catch {
     return null;
   }
   if (window === -2) window = mapViewsAgain(load, path, journal, maxHeaderBytes);
   if (!(window instanceof ArrayBuffer)) return null;
   if (!keyed) untransferableHuge(window);
-  return { window, numbers: viewNumbers, names: viewNames };
+  return window;
 });
 
 /** `loadViews` again with room for every number of a header larger than any before (kept out of the first call). */
@@ -708,7 +716,7 @@ function mapViewsAgain(
 ): ArrayBuffer | null | -2 {
   viewNumbers = new Float64Array(viewNumbers[0]!);
   try {
-    return load(path, viewNumbers, viewNames, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
+    return load(path, viewNumbers, namesOut, journal, maxHeaderBytes, DTYPE_NAMES, DTYPE_BITS);
   } catch {
     return null;
   }

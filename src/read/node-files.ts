@@ -19,7 +19,7 @@ import {
   splitMetadataArgument,
 } from "../format/serialize.js";
 import { mappedFile, registerBuffer } from "../io/file-views.js";
-import { loadNative, mapViews, nativeJsonAccelerators, nativeStatus } from "../io/native.js";
+import { loadNative, mapViews, nativeJsonAccelerators, nativeStatus, viewNames, viewNumbers } from "../io/native.js";
 import { MAX_BUFFER_BYTES, openWithHead, PreadSource } from "../io/node-file.js";
 import { hasJournal, journalPathFor } from "../io/node-journal-path.js";
 import { MmapSource } from "../io/node-mmap.js";
@@ -28,7 +28,7 @@ import { type SaveOptions, writeViewsAt } from "../io/node-save.js";
 import { type AtomicWriteOptions, writeFileAtomic } from "../io/node-write.js";
 import type { SyncByteSource } from "../io/source.js";
 import { SafetensorsFile } from "./file.js";
-import { type Tensor, tensorOfInfo, trustedTensor } from "./tensor.js";
+import { type Tensor, TrustedTensor, tensorOfInfo } from "./tensor.js";
 
 // The header reader's faster loops (Node's UTF-8 check, the addon's scanners) for every reader of local files, the
 // CLI included; installing them loads the optional addon.
@@ -150,7 +150,7 @@ export function loadFile(path: string, options: LoadFileOptions = {}): Map<strin
 /**
  * loadFile's one-call way (`mapViews`), or the ordinary way (loadOrdinary) where it does not apply.
  *
- * A parenthesized function expression, as are mapViews, trustedTensor and registerBuffer, which it runs: V8 compiles
+ * A parenthesized function expression, as are mapViews, addViews and registerBuffer, which it runs: V8 compiles
  * such a function with its module (its "PIFE" heuristic), where it pre-parses a plain one at import and parses it
  * again to compile it at its first call. Most programs call loadFile right after the import, so this costs nothing
  * overall and halves the first call. Measured with callgrind, Node 24, the bench's 48-tensor checkpoint opened once
@@ -169,28 +169,20 @@ const loadMapped = (function loadMapped(path: string, options: LoadFileOptions):
       ? mapViews(path, options.interruptedEdit !== "ignore", limit)
       : null;
   if (views === null) return loadOrdinary(path, options);
-  const { window, numbers, names } = views;
-  registerBuffer(window, mappedFile(path, numbers[0]!, numbers[1]!), 0);
-  return viewTensors(window, numbers, names);});
+  const numbers = viewNumbers;
+  registerBuffer(views, mappedFile(path, numbers[0]!, numbers[1]!), 0);
+  const count = numbers[3]!;
+  const tensors = new Map<string, Tensor>();
+  addViews(tensors, views, numbers, viewNames(count), shapesOf(numbers, count), numbers[2]!, count);
+  return tensors;});
 
 /**
- * The tensors of mapViews's answer, views of its window. A function of its own, apart from loadMapped's checks: V8
- * queues a function that has run a while (this loop, after a few tensors) for its baseline compiler, and compiles the
- * queue once its estimated size passes a threshold. loadMapped whole was estimated at ~3.5 k, and with the tensor
- * constructor queued too it passed the threshold inside the first call on every Node: a batch of 5-16 functions
- * compiled there, most of them queued by the import. This part alone is ~2 k. Measured with callgrind, Node 20-26,
- * the bench's 48-tensor checkpoint, the first loadFile after a gc() as issue 18's probe times it, with the Tensor
- * changes of the same commit: 1.05-1.26 M instructions before, 0.77-0.80 M after on Node 22, 24 and 26 (the batch
- * still falls inside on 22, whose import leaves the queue nearly full), ~1.07 M on Node 20 (`--trace-baseline-batch-
- * compilation` shows what is queued and when). Wall time of that call, median of 15 fresh processes each, old and
- * new interleaved, load ~6 on 2 cores: Node 20 0.85 -> 0.76 ms, 22 0.79 -> 0.59, 24 0.75 -> 0.52, 26 0.78 -> 0.53.
+ * The shapes of mapViews's answer: one frozen array per distinct shape, shared by the tensors of that shape (they
+ * cannot change it). Dims below 2^30 as small integers: numbers read from a Float64Array are heap numbers (see
+ * compact-tensors.ts shapeAt).
  */
 // biome-ignore format: the parentheses make V8 compile it with the module (see loadMapped)
-const viewTensors = (function viewTensors(window: ArrayBuffer, numbers: Float64Array, names: readonly string[]): Map<string, Tensor> {
-  const dataStart = numbers[2]!;
-  const count = numbers[3]!;
-  // One frozen array per distinct shape, shared by the tensors of that shape (they cannot change it). Dims below
-  // 2^30 as small integers: numbers read from a Float64Array are heap numbers (see compact-tensors.ts shapeAt).
+const shapesOf = (function shapesOf(numbers: Float64Array, count: number): (readonly number[])[] {
   const shapes: (readonly number[])[] = [];
   for (let s = 0, at = 5 + count * 6; s < numbers[4]!; s++) {
     const shape: number[] = [];
@@ -200,12 +192,24 @@ const viewTensors = (function viewTensors(window: ArrayBuffer, numbers: Float64A
     }
     shapes.push(Object.freeze(shape));
   }
-  const tensors = new Map<string, Tensor>();
+  return shapes;});
+
+/**
+ * The tensors of mapViews's answer, views of its window, added to `tensors` in file order: the only loop over the
+ * tensors, and as short as it can be, apart from the shapes' loop. On Node 20, V8 queues a function for its baseline
+ * compiler once it has run a while (this loop, after a few tensors; a small function called for each tensor), adding
+ * an estimate of its size, and compiles the whole queue when the total passes 4,096, wherever that happens; what the
+ * process ran before leaves the queue part full (2,212 after the bench worker's import, 3,640 after a script's bare
+ * import). A first loadFile queued 2,919 (viewTensors, this loop with the shapes', 2,058; trustedTensor 168; Tensor's
+ * constructor 693), and the batch (0.23-0.26 M instructions, callgrind) was compiled inside it in both; it now queues
+ * 1,022 (this function 882, TrustedTensor 140: `--trace-baseline-batch-compilation`), and the bench worker's call no
+ * longer compiles it. Node 22 and later queue differently; the batch did not fall in their first call before either.
+ */
+// biome-ignore format: the parentheses make V8 compile it with the module (see loadMapped)
+const addViews = (function addViews(tensors: Map<string, Tensor>, window: ArrayBuffer, numbers: Float64Array, names: readonly string[], shapes: readonly (readonly number[])[], dataStart: number, count: number): void {
   for (let i = 0, at = 5; i < count; i++, at += 6) {
-    const data = new Uint8Array(window, dataStart + numbers[at + 4]!, numbers[at + 5]!);
-    tensors.set(names[i]!, trustedTensor(DTYPES[numbers[at + 2]!]!, shapes[numbers[at + 3]!]!, data));
-  }
-  return tensors;});
+    tensors.set(names[i]!, new TrustedTensor(DTYPES[numbers[at + 2]!]!, shapes[numbers[at + 3]!]!, new Uint8Array(window, dataStart + numbers[at + 4]!, numbers[at + 5]!)));
+  }});
 
 /**
  * loadFile's ordinary way, where the one-call way (`mapViews`: open, header checked in C, whole file mapped, one

@@ -35,9 +35,6 @@ const CONSTRUCTORS: Record<TypedArrayName, TypedArrayConstructor> = {
   BigUint64Array,
 };
 
-/** Set only by `trustedTensor`, for the one construction that follows (the constructor clears it). */
-let trusting = false;
-
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** The dtype's name when `data` holds exactly the bytes `dtype` and `shape` need; `UnknownDtype` or `InvalidTensor`. */
@@ -60,10 +57,10 @@ function checkedDtype(dtype: Dtype | string, shape: readonly number[], data: Uin
  * file in memory, a mapped file): copy it (`tensor.clone()`) to keep it beyond the source's lifetime.
  */
 export class Tensor {
-  // `declare`: assigned in the constructor only. A declared field would make V8 compile and run a field initializer
-  // for every tensor; with the split constructor below, the first loadFile of a process (what the reference's
-  // load_file is timed against) compiled 16% fewer instructions (callgrind, 2.03 M -> 1.71 M, the bench's 48-tensor
-  // checkpoint, Node 20).
+  // `declare`: assigned in the constructor (and TrustedTensor) only. A declared field would make V8 compile and run a
+  // field initializer for every tensor: the first loadFile of a process (what the reference's load_file is timed
+  // against) compiled 16% fewer instructions without (callgrind, 2.03 M -> 1.71 M, the bench's 48-tensor checkpoint,
+  // Node 20).
   declare readonly dtype: Dtype;
   declare readonly shape: readonly number[];
   /**
@@ -73,39 +70,10 @@ export class Tensor {
   declare readonly data: Uint8Array;
 
   constructor(dtype: Dtype | string, shape: readonly number[], data: Uint8Array) {
-    // Trusted (`tensorOfInfo`): a validated header's info and exactly its bytes, shape already frozen. The checks are
-    // a function of their own, so that a trusted first call does not compile them.
-    // The flag is taken here, by the one construction it was set for: no try/finally in trustedTensor.
-    if (trusting) {
-      trusting = false;
-      this.dtype = dtype as Dtype;
-      this.shape = shape;
-    } else {
-      this.dtype = checkedDtype(dtype, shape, data);
-      this.shape = Object.freeze(shape.slice());
-    }
+    // Tensors of a validated header are made by TrustedTensor (below), which skips these checks.
+    this.dtype = checkedDtype(dtype, shape, data);
+    this.shape = Object.freeze(shape.slice());
     this.data = data;
-  }
-
-  /**
-   * Whether the memory was released: the bytes became empty (file closed, buffer freed or detached) where the shape
-   * says there are some. A check of the shape, not a private field holding the byte length: a class with a private
-   * field runs a field initializer for every instance, compiled on the first (see trustedTensor's measurement).
-   */
-  #released(): boolean {
-    return this.data.byteLength === 0 && this.numel !== 0;
-  }
-
-  /** `data`, or `Closed` when the memory it viewed has been released (file closed, buffer freed or detached). */
-  #live(): Uint8Array {
-    const data = this.data;
-    if (data.byteLength === 0 && this.#released()) {
-      throw new SafetensorError(
-        "Closed",
-        `the tensor's memory was released (its file was closed or its buffer freed); copy it first with clone() or getTensor(name, { memory: "owned" })`,
-      );
-    }
-    return data;
   }
 
   /** Number of elements (1 for a scalar). */
@@ -116,7 +84,7 @@ export class Tensor {
   }
 
   get byteLength(): number {
-    return this.#live().byteLength;
+    return liveData(this).byteLength;
   }
 
   /**
@@ -127,7 +95,7 @@ export class Tensor {
     const info = dtypeOf(this.dtype);
     const Ctor = CONSTRUCTORS[info.typedArray];
     const size = Ctor.BYTES_PER_ELEMENT;
-    const data = this.#live();
+    const data = liveData(this);
     const length = data.byteLength / size;
     // An empty tensor may sit on a detached buffer, which no typed array can be constructed over.
     if (length === 0) return new Ctor(0);
@@ -141,7 +109,7 @@ export class Tensor {
 
   /** Decode to float32 (every dtype but C64; integers are converted to the nearest float). */
   toFloat32(): Float32Array {
-    return toFloat32(this.dtype, this.#live(), { count: this.numel });
+    return toFloat32(this.dtype, liveData(this), { count: this.numel });
   }
 
   /** Encode float32 values (round to nearest even, with each format's overflow and NaN rules). */
@@ -190,7 +158,7 @@ export class Tensor {
 
   /** A copy that owns its bytes. */
   clone(): Tensor {
-    return new Tensor(this.dtype, this.shape, this.#live().slice());
+    return new Tensor(this.dtype, this.shape, liveData(this).slice());
   }
 
   /**
@@ -199,12 +167,12 @@ export class Tensor {
    * `DEFAULT_MAX_ARRAY_ELEMENTS`, 1 Mi) is `TooLarge` (`typed()` and `toFloat32()` are the compact forms).
    */
   toArray(options?: { maxElements?: number }): Element[] {
-    return toArray(this.#values(), options);
+    return toArray(valuesOf(this), options);
   }
 
   /** The elements as arrays nested by the shape (`[[1, 2], [3, 4]]`; a scalar is its value), as `toArray` limits. */
   toNested(options?: { maxElements?: number }): Nested {
-    return toNested(this.#values(), options);
+    return toNested(valuesOf(this), options);
   }
 
   /**
@@ -212,18 +180,42 @@ export class Tensor {
    * middle of each axis left out ("...") past 1,000 elements; only the values shown are read.
    */
   toString(): string {
-    if (this.#released()) return `Tensor(${this.dtype}, [${this.shape.join(", ")}]) <released>`;
-    return formatTensor(this.#values());
+    if (released(this)) return `Tensor(${this.dtype}, [${this.shape.join(", ")}]) <released>`;
+    return formatTensor(valuesOf(this));
   }
 
   /** What `console.log(tensor)` and `util.inspect` print in Node (the same as `toString()`). */
   [Symbol.for("nodejs.util.inspect.custom")](): string {
     return this.toString();
   }
+}
 
-  #values(): { dtype: Dtype; shape: readonly number[]; data: Uint8Array } {
-    return { dtype: this.dtype, shape: this.shape, data: this.#live() };
+// Module functions, not private methods: a class with private methods gives each instance a brand that the methods
+// check, which TrustedTensor's instances (below) would not have.
+
+/**
+ * Whether the memory was released: the bytes became empty (file closed, buffer freed or detached) where the shape
+ * says there are some. A check of the shape, not a private field holding the byte length: a class with a private
+ * field runs a field initializer for every instance, compiled on the first.
+ */
+function released(tensor: Tensor): boolean {
+  return tensor.data.byteLength === 0 && tensor.numel !== 0;
+}
+
+/** `data`, or `Closed` when the memory it viewed has been released (file closed, buffer freed or detached). */
+function liveData(tensor: Tensor): Uint8Array {
+  const data = tensor.data;
+  if (data.byteLength === 0 && released(tensor)) {
+    throw new SafetensorError(
+      "Closed",
+      `the tensor's memory was released (its file was closed or its buffer freed); copy it first with clone() or getTensor(name, { memory: "owned" })`,
+    );
   }
+  return data;
+}
+
+function valuesOf(tensor: Tensor): { dtype: Dtype; shape: readonly number[]; data: Uint8Array } {
+  return { dtype: tensor.dtype, shape: tensor.shape, data: liveData(tensor) };
 }
 
 /** The dtype `Tensor.from` gives each TypedArray when none is named. */
@@ -263,6 +255,30 @@ export function tensorOfInfo(
  */
 // biome-ignore format: the parentheses make V8 compile it with the module (read/node-files.ts loadMapped)
 export const trustedTensor = (function trustedTensor(dtype: Dtype, shape: readonly number[], data: Uint8Array): Tensor {
-  trusting = true; // taken by the constructor
-  return new Tensor(dtype, shape, data);
+  return new TrustedTensor(dtype, shape, data);
 });
+
+/**
+ * A Tensor made without the constructor's checks, for the tensors of a validated header (shape frozen, exactly the
+ * bytes dtype and shape need). `instanceof Tensor`, `constructor` and every method are Tensor's: its prototype is
+ * Tensor.prototype. A plain function in parentheses, which V8 compiles with the module. A class constructor is
+ * compiled at its first `new`, from a full parse of the class member, and that first `new` also works out the
+ * instances' expected property count (JSFunction::CalculateExpectedNofProperties): 84-92 k instructions inside a
+ * process's first loadFile on Node 20-26. And Tensor's constructor, run 48 times there through a trusted branch, was
+ * queued for V8's baseline compiler in that call (see read/node-files.ts addViews).
+ *
+ * Measured with this commit's other first-call changes (addViews, viewNames, mapViews): callgrind, the bench's
+ * 48-tensor checkpoint, instructions of the first loadFile, Node 20 / 22 / 24 / 26: the bench's worker (after gc())
+ * 0.92 / 0.67 / 0.69 / 0.71 M -> 0.52 / 0.49 / 0.49 / 0.52 M; a script that imports and calls loadFile 0.93 / 0.64 /
+ * 0.65 / 0.67 M -> 0.73 / 0.46 / 0.46 / 0.48 M (Node 20 still compiles V8's baseline batch there: the import leaves
+ * its queue nearly full); issue 18's probe (openFile first) 0.67 / 0.63 / 0.64 / 0.66 M -> 0.48 / 0.45 / 0.45 / 0.47
+ * M. Wall time of that script's loadFile after a gc(), median of 15 fresh processes a side, interleaved, load ~8 on 2
+ * cores: 0.68 / 0.66 / 0.65 / 0.65 ms -> 0.46 / 0.54 / 0.55 / 0.51 ms.
+ */
+// biome-ignore format: the parentheses make V8 compile it with the module (see above)
+export const TrustedTensor = (function TrustedTensor(this: { dtype: Dtype; shape: readonly number[]; data: Uint8Array }, dtype: Dtype, shape: readonly number[], data: Uint8Array): void {
+  this.dtype = dtype;
+  this.shape = shape;
+  this.data = data;
+}) as unknown as new (dtype: Dtype, shape: readonly number[], data: Uint8Array) => Tensor;
+TrustedTensor.prototype = Tensor.prototype;
