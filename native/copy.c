@@ -300,16 +300,19 @@ static napi_value lora_add_low_rank(napi_env env, napi_callback_info info) {
 }
 
 /*
- * keepSortedMagnitudes(values: Float32Array, descending, from, to): keep the entries whose position after torch's
- * unstable sort of the magnitudes is in [from, to), zero the others, in place (merge_kernels.c).
+ * keepSortedMagnitudes(values: Float32Array, descending, from, to, keepScratch?): keep the entries whose position after
+ * torch's unstable sort of the magnitudes is in [from, to), zero the others, in place (merge_kernels.c). keepScratch:
+ * the calling thread keeps the working memory for its next call (a worker's; at most 256 MiB, freed with the thread).
  */
 static napi_value keep_sorted_magnitudes(napi_env env, napi_callback_info info) {
-  static const char usage[] = "keepSortedMagnitudes(values: Float32Array, descending: boolean, from, to)";
-  size_t argc = 4, length = 0;
-  napi_value argv[4];
-  bool descending = false;
+  static const char usage[] =
+      "keepSortedMagnitudes(values: Float32Array, descending: boolean, from, to, keepScratch?: boolean)";
+  size_t argc = 5, length = 0;
+  napi_value argv[5];
+  bool descending = false, keep_scratch = false;
   double from = 0, to = 0;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 || argc > 5 ||
+      (argc == 5 && napi_get_value_bool(env, argv[4], &keep_scratch) != napi_ok) ||
       napi_get_value_bool(env, argv[1], &descending) != napi_ok || napi_get_value_double(env, argv[2], &from) != napi_ok ||
       napi_get_value_double(env, argv[3], &to) != napi_ok) {
     napi_throw_type_error(env, "EINVAL", usage);
@@ -323,7 +326,7 @@ static napi_value keep_sorted_magnitudes(napi_env env, napi_callback_info info) 
     napi_throw_range_error(env, "EINVAL", "keepSortedMagnitudes: at most 2^31 - 1 values; whole-number bounds");
     return NULL;
   }
-  if (merge_keep_sorted(values, length, descending, (int64_t)from, (int64_t)to) < 0) {
+  if (merge_keep_sorted(values, length, descending, (int64_t)from, (int64_t)to, keep_scratch) < 0) {
     napi_throw_error(env, "ENOMEM", "keepSortedMagnitudes: out of memory");
     return NULL;
   }

@@ -33,7 +33,7 @@ int merge_add_low_rank(float *values, size_t rows, size_t cols, const float *lef
  * Keep, in place, the entries of `v` whose position after torch's unstable sort of their magnitudes (descending or
  * not) is in [from, to), zero the others (src/merge/torch-sort.ts's replay). Returns 0, or -1 when out of memory.
  */
-int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int64_t to);
+int merge_keep_sorted(float *v, size_t count, int descending, int64_t from, int64_t to, int keep_scratch);
 
 /* x - base in float32, rounded to F16 (BF16 when `bf16`), in place (subtractBase). Returns 1 when AVX2 ran. */
 int merge_subtract16(float *x, const float *base, int bf16, size_t count);

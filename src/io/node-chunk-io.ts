@@ -13,11 +13,26 @@ import { writeDirect } from "./node-copy.js";
 export function readFullyAt(fd: number, into: Uint8Array, position: number): void {
   for (let got = 0; got < into.length; ) {
     const n = fs.readSync(fd, into, got, into.length - got, position + got);
-    if (n === 0) {
-      throw new SafetensorError("SourceChanged", `the input ends at byte ${position + got}, before its header's end`);
-    }
+    if (n === 0) throw endedAt(position + got);
     got += n;
   }
+}
+
+/** `readFullyAt` on libuv's threads, this one free meanwhile. */
+export async function readFullyAtAsync(fd: number, into: Uint8Array, position: number): Promise<void> {
+  for (let got = 0; got < into.length; ) {
+    const n = await new Promise<number>((resolve, reject) =>
+      fs.read(fd, into, got, into.length - got, position + got, (error, bytes) =>
+        error ? reject(error) : resolve(bytes),
+      ),
+    );
+    if (n === 0) throw endedAt(position + got);
+    got += n;
+  }
+}
+
+function endedAt(position: number): SafetensorError {
+  return new SafetensorError("SourceChanged", `the input ends at byte ${position}, before its header's end`);
 }
 
 /**

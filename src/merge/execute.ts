@@ -35,6 +35,8 @@ import { type Round, roundArray, rounder } from "./round.js";
 /** Reads a tensor's raw stored bytes: [byteOffset, byteOffset + byteLength) of tensor `name` of `model`. */
 export interface MergeReader {
   read(model: string, name: string, byteOffset: number, byteLength: number, signal?: AbortSignal): Promise<Uint8Array>;
+  /** The same bytes read into `into` (its whole length), a buffer the caller reuses; optional. */
+  readInto?(model: string, name: string, byteOffset: number, into: Uint8Array, signal?: AbortSignal): Promise<void>;
 }
 
 /** Takes an output tensor's bytes at a byte offset inside it. */
@@ -144,24 +146,33 @@ export async function executeJob(
     await streamChunks(job, reader, sink, options);
     return;
   }
-  // Whole tensors: every input decoded into one float32 array (read in pieces of at most 16 chunks).
+  // Whole tensors: every input decoded into one float32 array (read in pieces of at most 16 chunks; of 4 into a buffer
+  // per input kept from job to job when the reader reads into buffers).
   const xs = job.inputs.map(() => options.buffers?.take(count) ?? new Float32Array(count));
+  const buffers = reader.readInto === undefined ? undefined : options.buffers;
   await Promise.all(
     job.inputs.map(async (input, i) => {
       const bpe = elementBytes(input.dtype);
-      const step = DEFAULT_CHUNK_ELEMENTS * 16;
+      const step = DEFAULT_CHUNK_ELEMENTS * (buffers === undefined ? 16 : 4);
       for (let done = 0; done < count; done += step) {
         throwIfAborted(signal);
         const m = Math.min(step, count - done);
-        const bytes = await reader.read(input.model, input.name, done * bpe, m * bpe, signal);
+        let bytes: Uint8Array;
+        if (buffers === undefined) bytes = await reader.read(input.model, input.name, done * bpe, m * bpe, signal);
+        else {
+          bytes = buffers.bytes(i, m * bpe);
+          await reader.readInto!(input.model, input.name, done * bpe, bytes, signal);
+        }
         decodeInto(bytes, input.dtype, m, xs[i]!.subarray(done, done + m), job);
         report(bytes.length, 0);
       }
     }),
   );
   let out: Float32Array;
+  // Arrays that came back from other threads (the task vectors handed over and back), given back with the others.
+  const spent: Float32Array[] = [];
   if (options.sparsify !== undefined && isTaskArithmetic(job)) {
-    out = await taskArithmeticParallel(job, xs, count, { ...options, sparsify: options.sparsify });
+    out = await taskArithmeticParallel(job, xs, count, { ...options, sparsify: options.sparsify }, spent);
   } else {
     out = new Float32Array(count);
     mergeValues(job, xs, out, options.seed ?? 0, new Float32Array(count));
@@ -172,7 +183,7 @@ export async function executeJob(
     await sink.write(job.name, encoded, done * outBytes);
     report(0, encoded.length);
   }
-  options.buffers?.give([...xs, out]);
+  options.buffers?.give([...xs, ...spent, out]);
 }
 
 /**
@@ -182,12 +193,20 @@ export async function executeJob(
  */
 export class FloatBuffers {
   readonly #spare: ArrayBuffer[] = [];
+  readonly #bytes: Uint8Array[] = [];
   constructor(readonly keep = 4) {}
 
-  /** `count` float32 values (not zeroed: the caller writes every one). */
+  /** `count` float32 values (not zeroed: the caller writes every one), in the smallest spare buffer that holds them. */
   take(count: number): Float32Array {
-    const i = this.#spare.findIndex((b) => b.byteLength >= count * 4);
+    let i = -1; // sorted largest first
+    while (i + 1 < this.#spare.length && this.#spare[i + 1]!.byteLength >= count * 4) i++;
     return i < 0 ? new Float32Array(count) : new Float32Array(this.#spare.splice(i, 1)[0]!, 0, count);
+  }
+
+  /** `length` bytes of read buffer number `slot` (the same memory each time, grown as needed; not zeroed). */
+  bytes(slot: number, length: number): Uint8Array {
+    if ((this.#bytes[slot]?.length ?? 0) < length) this.#bytes[slot] = new Uint8Array(length);
+    return this.#bytes[slot]!.subarray(0, length);
   }
 
   /** The buffers of arrays no longer used (those handed to another thread and not back are skipped). */
@@ -556,6 +575,7 @@ async function taskArithmeticParallel(
   xs: Float32Array[],
   count: number,
   options: ExecuteOptions & { sparsify: (task: SparsifyTask) => Promise<Float32Array> },
+  spent: Float32Array[],
 ): Promise<Float32Array> {
   const deltas = taskVectors(job, xs, count);
   if (deltas === null) return xs[job.base]!;
@@ -571,6 +591,7 @@ async function taskArithmeticParallel(
   // result and the second the divisors: two float32 copies of the tensor less (the embedding's 0.5 GiB each).
   const out = done[0]!;
   combineTaskVectors(job, xs[job.base]!, done, out, done[1] ?? new Float32Array(count));
+  spent.push(...done.slice(1));
   return out;
 }
 

@@ -8,7 +8,8 @@ import { createRequire } from "node:module";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
-import { writeAtPath } from "../io/node-chunk-io.js";
+import { readFullyAtAsync, writeAtPath } from "../io/node-chunk-io.js";
+import { ioError } from "../io/node-file.js";
 import { writeError } from "../io/node-write.js";
 import type { NodeOpenOptions } from "../read/node-async.js";
 import { type MergeConfig, parseMergeConfig } from "./config.js";
@@ -155,9 +156,20 @@ async function writeMerge(
     copyTokenizer ? TOKENIZER_FILES : [],
   );
   const tensorsRead = new Map<string, number>();
+  // Whole tensors are read into buffers kept from job to job: a fresh buffer per read was 7.1 GiB of first-touched pages
+  // over the bench's TIES (three 2.37 GiB inputs), measured with perf on the 2-core VM at ~10% of its CPU.
   const reader: MergeReader = {
     read(model, name, byteOffset, byteLength, signal) {
       return sources.get(model)!.read(name, byteOffset, byteLength, signal);
+    },
+    async readInto(model, name, byteOffset, into, signal) {
+      const source = sources.get(model)!;
+      const at = source.locate(name);
+      if (at === null) into.set(await source.read(name, byteOffset, into.length, signal));
+      else
+        await readFullyAtAsync(at.fd, into, at.position + byteOffset).catch((error: unknown) => {
+          throw ioError(error, `cannot read ${source.location}`);
+        });
     },
   };
   const progress: MergeProgress = {

@@ -7,6 +7,7 @@
  * table kernel and encoder took 19 s of CPU (15 + 4 s in two workers); this one well under a second.
  */
 import { fileURLToPath } from "node:url";
+import { isMainThread } from "node:worker_threads";
 import { addonCandidates, loadFirst, runtimeRefusal } from "../io/native-load.js";
 import {
   type KeepSortedKernel,
@@ -55,7 +56,14 @@ interface MergeAddon {
     deltaDtype: number,
     magnitude: Float32Array | null,
   ): number;
-  keepSortedMagnitudes(values: Float32Array, descending: boolean, from: number, to: number): number;
+  /** keepScratch: this thread keeps the replay's working memory for its next call (ignored by older builds). */
+  keepSortedMagnitudes(
+    values: Float32Array,
+    descending: boolean,
+    from: number,
+    to: number,
+    keepScratch?: boolean,
+  ): number;
   subtract16(x: Float32Array, base: Float32Array, bf16: boolean, count: number): number;
   consensus2(
     base: Float32Array,
@@ -176,8 +184,11 @@ export function nativeLoraKernels(): LoraKernels | null {
 export function nativeKeepSortedKernel(): KeepSortedKernel | null {
   const a = addon();
   if (a === null) return null;
+  // A worker of the merge pool keeps the replay's working memory (indices and bitmap, 4.1 bytes an entry, at most 256
+  // MiB) from one task vector to the next, and frees it when it ends; the calling thread frees it after each call.
+  const keep = !isMainThread;
   return (values, descending, from, to) => {
-    a.keepSortedMagnitudes(values, descending, from, to);
+    a.keepSortedMagnitudes(values, descending, from, to, keep);
   };
 }
 
