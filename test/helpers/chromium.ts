@@ -25,7 +25,12 @@ export const CHROMIUM_ARGS = [
 ];
 
 /** WebGPU on the software adapter (SwiftShader), which headless Chromium has without a GPU. */
-export const WEBGPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"];
+/**
+ * WebGPU on SwiftShader. No GPU watchdog: it ends a GPU process whose main thread seems hung, and on a loaded 2-core
+ * machine (three suites at once, load 9-11) SwiftShader's work is starved long enough to look hung; a lost GPU
+ * process leaves the page's pending GPU calls unanswered.
+ */
+export const WEBGPU_ARGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader", "--disable-gpu-watchdog"];
 
 /**
  * The browser process (a process group leader: playwright starts it detached) whose profile is `profile`, or null.

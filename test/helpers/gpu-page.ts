@@ -55,6 +55,9 @@ window.tensorDigests = async (map) => {
 window.ready = true;
 `;
 
+/** How long one `run` may take before it fails with what the page said (tests allow 120 s for several calls). */
+const RUN_TIMEOUT = 90_000;
+
 export interface GpuPage {
   readonly nginx: Nginx;
   readonly page: Page;
@@ -79,6 +82,12 @@ export async function startGpuPage(locations: Record<string, string> = {}): Prom
     const page = context.pages()[0] ?? (await context.newPage());
     const errors: string[] = [];
     page.on("pageerror", (error) => errors.push(String(error)));
+    // The page's last words, for a call that never returns (a hung or crashed GPU process, a stuck read).
+    const events: string[] = [];
+    const note = (event: string) => events.push(event) > 40 && events.shift();
+    page.on("console", (message) => note(`console.${message.type()}: ${message.text()}`));
+    page.on("pageerror", (error) => note(`error: ${error}`));
+    page.on("crash", () => note("the page crashed"));
     const open = async () => {
       await page.goto(`${nginx.url}/fx/index.html`);
       await page.waitForFunction("window.ready === true", undefined, { timeout: 30_000 }).catch(() => {
@@ -90,7 +99,21 @@ export async function startGpuPage(locations: Record<string, string> = {}): Prom
     return {
       nginx,
       page,
-      run: <T>(body: string, arg?: unknown) => page.evaluate(`(${body})(${JSON.stringify(arg ?? null)})`) as Promise<T>,
+      run: <T>(body: string, arg?: unknown) => {
+        let timer: NodeJS.Timeout | undefined;
+        const stuck = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            const what = body.replace(/\s+/g, " ").slice(0, 120);
+            reject(
+              new Error(
+                `a page call ran ${RUN_TIMEOUT / 1000} s: ${what}\n${events.join("\n") || "(the page said nothing)"}`,
+              ),
+            );
+          }, RUN_TIMEOUT);
+        });
+        const call = page.evaluate(`(${body})(${JSON.stringify(arg ?? null)})`) as Promise<T>;
+        return Promise.race([call, stuck]).finally(() => clearTimeout(timer));
+      },
       reload: open,
       async dispose() {
         await ctx.dispose();
