@@ -448,10 +448,16 @@ test("PEFT loads the extracted adapters (PeftModel.from_pretrained), and merges 
         assert.deepEqual(merged.get("lm_head.weight")!.values, qwen.get("model.embed_tokens.weight")!.values);
       }
     }
-    for (const c of cases.filter((c) => c.base === undefined)) {
+    // lora merge of each adapter equals PEFT's merge: lora_bias (qwen_qkv), and an lm_head saved for a model with tied
+    // embeddings (qwen), which gets its own (tie_word_embeddings false, as PEFT's config says).
+    for (const c of cases) {
       const adapterDir = path.join(dir, c.name);
       const merged = path.join(dir, `${c.name}.safetensors`);
-      await bakeLora(path.join(MODELS, "base"), [adapterDir], path.join(dir, `${c.name}-baked`));
+      await bakeLora(path.join(MODELS, c.base ?? "base"), [adapterDir], path.join(dir, `${c.name}-baked`));
+      if (c.base !== undefined) {
+        const config = JSON.parse(fs.readFileSync(path.join(dir, `${c.name}-baked`, "config.json"), "utf8"));
+        assert.equal(config.tie_word_embeddings, false, c.name);
+      }
       const peft = tensorsOf(merged);
       const ours = openSharded(path.join(dir, `${c.name}-baked`));
       try {

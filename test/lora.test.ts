@@ -224,3 +224,25 @@ test("lora_bias: lora_B's bias goes to the layer's bias, which must exist and fi
     },
   );
 });
+
+test("an lm_head saved with the adapter for a base with tied embeddings becomes a tensor of its own", () => {
+  const bf16 = (...shape: number[]) => ({ dtype: "BF16" as const, shape });
+  const base = new Map([["model.embed_tokens.weight", bf16(8, 4)]]);
+  const config = parseAdapterConfig({ peft_type: "LORA", r: 2, lora_alpha: 2, target_modules: ["q_proj"] });
+  const plan = (tensors: Map<string, { dtype: "F32" | "BF16"; shape: number[] }>) =>
+    planLora(base, [{ config, tensors, weight: 1 }]);
+  const saved = plan(new Map([["base_model.model.lm_head.modules_to_save.default.weight", bf16(8, 4)]]));
+  const head = saved.find((t) => t.name === "lm_head.weight")!;
+  assert.deepEqual(head, {
+    name: "lm_head.weight",
+    dtype: "BF16",
+    shape: [8, 4],
+    updates: [],
+    replacement: [0, "base_model.model.lm_head.modules_to_save.default.weight"],
+    untied: true,
+  });
+  assert.throws(() => plan(new Map([["base_model.model.lm_head.modules_to_save.default.weight", bf16(9, 4)]])), {
+    code: "InvalidAdapter",
+  });
+  assert.throws(() => plan(new Map([["base_model.model.other.weight", bf16(8, 4)]])), { code: "InvalidAdapter" });
+});

@@ -146,6 +146,11 @@ export interface LoraTensorPlan {
    * adapter, which the updates then apply to): [adapter, name].
    */
   readonly replacement: readonly [number, string] | null;
+  /**
+   * A tensor the base's files do not hold: the output embedding of a model whose embeddings are tied, saved with the
+   * adapter (`modules_to_save`). PEFT's merged model then has its own `lm_head` and `tie_word_embeddings: false`.
+   */
+  readonly untied?: boolean;
 }
 
 export interface AdapterInput {
@@ -166,6 +171,7 @@ export function planLora(
 ): LoraTensorPlan[] {
   const updates = new Map<string, LoraUpdate[]>();
   const replacements = new Map<string, [number, string]>();
+  const untied = new Map<string, CatalogTensor>();
   adapters.forEach((adapter, index) => {
     const modules = new Map<string, Map<string, string>>();
     for (const key of adapter.tensors.keys()) {
@@ -179,16 +185,19 @@ export function planLora(
       }
       // A whole tensor saved with the adapter: modules_to_save, or an embedding's base layer.
       const target = name.replace(/\.modules_to_save(?:\.[^.]+)?\./, ".").replace(/\.base_layer\./, ".");
-      if (!base.has(target)) {
+      const tied = base.has(target) ? null : tiedEmbedding(base, target);
+      if (!base.has(target) && tied === null) {
         throw new SafetensorError("InvalidAdapter", `adapter tensor ${key} matches no tensor of the base model`);
       }
       const info = adapter.tensors.get(key)!;
-      if (info.shape.join(",") !== base.get(target)!.shape.join(",")) {
+      const like = tied ?? base.get(target)!;
+      if (info.shape.join(",") !== like.shape.join(",")) {
         throw new SafetensorError(
           "InvalidAdapter",
-          `adapter tensor ${key} is [${info.shape}], the base's [${base.get(target)!.shape}]`,
+          `adapter tensor ${key} is [${info.shape}], the base's [${like.shape}]`,
         );
       }
+      if (tied !== null) untied.set(target, tied);
       replacements.set(target, [index, key]);
     }
     for (const [module, parts] of modules) {
@@ -269,13 +278,35 @@ export function planLora(
       updates.set(target, list);
     }
   });
-  return [...base].map(([name, info]) => ({
+  const plan: LoraTensorPlan[] = [...base].map(([name, info]) => ({
     name,
     dtype: info.dtype,
     shape: info.shape,
     updates: updates.get(name) ?? [],
     replacement: replacements.get(name) ?? null,
   }));
+  for (const [name, info] of untied) {
+    if (updates.has(name)) {
+      throw new SafetensorError("UnsupportedAdapter", `${name}: a LoRA update of a tied embedding is not supported`);
+    }
+    plan.push({ ...info, name, updates: [], replacement: replacements.get(name)!, untied: true });
+  }
+  return plan;
+}
+
+/**
+ * The input embedding an output embedding `target` (`…lm_head.weight`) is tied to, when the base's files leave it out
+ * (tied embeddings: transformers makes lm_head from embed_tokens); else null.
+ */
+function tiedEmbedding(base: ReadonlyMap<string, CatalogTensor>, target: string): CatalogTensor | null {
+  const match = /^(.*?)lm_head\.weight$/.exec(target);
+  if (match === null) return null;
+  const prefix = match[1]!;
+  for (const name of [`${prefix}model.embed_tokens.weight`, `${prefix}embed_tokens.weight`]) {
+    const info = base.get(name);
+    if (info?.shape.length === 2) return info;
+  }
+  return null;
 }
 
 /** An update's factors as float32, arranged for `addLowRank`: L [rows × r] and Rᵀ [cols × r]. Structured-cloneable. */

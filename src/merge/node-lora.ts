@@ -202,7 +202,15 @@ async function writeBake(
     }
   }
   const outputs: OutputTensorSpec[] = plan.map((t) => ({ name: t.name, dtype: outDtype(t), shape: t.shape }));
-  const sideFiles = await sideFilesOf(model, options.dtype ?? null, {}, ["generation_config.json", ...TOKENIZER_FILES]);
+  // An output embedding saved with the adapter for a model with tied ones: its own now (PEFT's merged config says so).
+  const untie = plan.some((t) => t.untied) ? { tie_word_embeddings: false } : {};
+  const sideFiles = await sideFilesOf(
+    model,
+    options.dtype ?? null,
+    {},
+    ["generation_config.json", ...TOKENIZER_FILES],
+    untie,
+  );
   const byName = new Map(plan.map((t) => [t.name, t]));
   const progress: BakeProgress = {
     tensorsDone: 0,

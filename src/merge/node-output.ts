@@ -100,19 +100,21 @@ export const TOKENIZER_FILES = [
 const TORCH_DTYPE: Partial<Record<Dtype, string>> = { F32: "float32", F16: "float16", BF16: "bfloat16" };
 
 /**
- * The files beside the weights: the model's config.json (with `changes` applied and torch_dtype set to `dtype` when
- * given), then each of `names` the model has.
+ * The files beside the weights: the model's config.json (with `changes` applied to the keys it has, `set` to any, and
+ * torch_dtype set to `dtype` when given), then each of `names` the model has.
  */
 export async function sideFilesOf(
   model: ModelSource,
   dtype: Dtype | null,
   changes: Record<string, unknown>,
   names: readonly string[],
+  set: Record<string, unknown> = {},
 ): Promise<[string, Uint8Array][]> {
   const files: [string, Uint8Array][] = [];
   if (model.config !== null) {
     const config: Record<string, unknown> = { ...model.config };
     for (const [key, value] of Object.entries(changes)) if (key in config) config[key] = value;
+    Object.assign(config, set);
     const torchDtype = dtype === null ? undefined : TORCH_DTYPE[dtype];
     if (torchDtype !== undefined) {
       config.torch_dtype = torchDtype;
