@@ -5,8 +5,13 @@
  *
  * - a function export becomes a function of the same name that loads the real module (its own entry, a chunk
  *   `lazy-<folder>.js` beside the others) with a synchronous `require()` on the first call, then forwards;
- * - a class or a constant is imported from the module of the folder that declares it, which stays in the eager
- *   bundle (an `instanceof` or a table must be the real one from the start).
+ * - a class becomes a thin stand-in of the same name (thinModule below): `new X(...)` loads the real class and returns
+ *   its instance, static methods forward, and the real class's prototype is re-parented onto the stand-in's when its
+ *   module runs, so that `instanceof X` holds for every instance however it was made. (A user's `class Y extends X`
+ *   would get the real class's instance, not a Y: these are handles the library makes, not classes to extend.)
+ * - a primitive constant is written as its value;
+ * - another constant (a table, a default options object) is imported from the module of the folder that declares it,
+ *   which stays in the eager bundle (it must be the one object the folder's functions use).
  *
  * `require()` of an ES module is synchronous and shares the module map with `import` (one `Tensor`, one
  * `SafetensorError`, whichever way a chunk was loaded) on every Node the package supports (20.19+, 22.12+, 24, 26),
@@ -23,6 +28,14 @@
  *   core        15.6 ms (+23.6) before, 10.4 ms (+18.0) with this: 5 files / 347 KB before, 2 / 174 KB now
  *
  * `node scripts/probe-import.mjs` measures the same from the packed tarball (bench/NODES.md, "Import").
+ *
+ * The classes' stand-ins (EditHandle, ShardedEditHandle, GgufFile, AsyncGgufFile, WeightCache) took their modules and
+ * what those import out of the eager bundle: 275 KB -> 217 KB (core chunk 173 -> 151 KB, Node chunk 102 -> 66 KB; the
+ * in-place edits' journal writer, regions and proofs now load with their first call). callgrind, instructions of a
+ * whole process, `--predictable` (V8 on one thread, deterministic: the same count run after run), 2026-12-02, Node 20
+ * / 24: importing the core 165.0 / 126.5 M -> 161.6 / 123.2 M, the Node entry 228.5 / 151.9 M -> 218.9 / 142.4 M,
+ * the Node entry and a first loadFile of the bench's checkpoint 229.0 / 227.4 M -> 219.4 / 216.4 M (`node -e 0`
+ * 93.2 / 94.1 M).
  *
  * The browser build of the core (dist/lib/browser) does not use this: a browser has no synchronous loader, so it
  * gets the whole core eagerly (and bundlers drop what a page does not use).
@@ -57,11 +70,20 @@ export async function lazyPlugin({ root, entries }) {
   const folderOf = (path) => relative(dist, path).split(/[\\/]/)[0];
 
   const folderModules = new Map(); // folder → the modules its lazy chunk exports, each as a namespace `m<i>`
+  const thinClasses = new Map(); // folder → [{ key, origin, member, statics }]: the folder's classes (see thinModule)
+  const classOrigins = new Map(); // a module that declares such a class → [{ folder, key }]
+
+  /** The member `m<i>` of its folder's lazy chunk that exports the module at `path` (added when it is not there). */
+  function memberOf(path) {
+    const folder = folderOf(path);
+    const modules = folderModules.get(folder) ?? folderModules.set(folder, []).get(folder);
+    const at = modules.indexOf(path);
+    return `m${at >= 0 ? at : modules.push(path) - 1}`;
+  }
 
   async function facade(path, names) {
     const folder = folderOf(path);
-    const modules = folderModules.get(folder) ?? folderModules.set(folder, []).get(folder);
-    const member = `m${modules.push(path) - 1}`;
+    const member = memberOf(path);
     const name = `lazy-${folder}`;
     lazyEntries[name] = `lazy-entry:${folder}`;
     const module = await import(pathToFileURL(path).href);
@@ -88,6 +110,30 @@ export async function lazyPlugin({ root, entries }) {
         }
       }
       if (!origin) throw new Error(`${path}: no module of its folder declares ${key}`);
+      if (typeof value === "number" || typeof value === "string" || typeof value === "boolean") {
+        // A primitive constant: its value, so that its module need not load with the bundle.
+        lines.push(`export const ${key} = ${JSON.stringify(value)};`);
+        continue;
+      }
+      if (isClass(value) && Object.getPrototypeOf(value) === Function.prototype) {
+        // A class: a thin stand-in (thinModule), so that its module need not load with the bundle either.
+        const classes = thinClasses.get(folder) ?? thinClasses.set(folder, []).get(folder);
+        if (!classes.some((c) => c.key === key)) {
+          const statics = Object.getOwnPropertyNames(value).filter((n) => !["length", "name", "prototype"].includes(n));
+          for (const n of statics) {
+            if (typeof Object.getOwnPropertyDescriptor(value, n).value !== "function") {
+              throw new Error(
+                `${origin}: ${key}.${n} is a static that is not a method (thinModule forwards methods only)`,
+              );
+            }
+          }
+          classes.push({ key, origin, member: memberOf(origin), statics });
+          const declared = classOrigins.get(origin) ?? classOrigins.set(origin, []).get(origin);
+          declared.push({ folder, key });
+        }
+        lines.push(`export { ${key} } from "lazy-thin:${folder}";`);
+        continue;
+      }
       lines.push(`export { ${key} } from ${JSON.stringify(origin)};`);
     }
     return lines.join("\n");
@@ -110,9 +156,50 @@ export async function lazyPlugin({ root, entries }) {
   }
   for (const [path, names] of imported) facades.set(path, await facade(path, [...names]));
 
+  /**
+   * The thin stand-ins of a folder's classes, in the eager bundle: `new X(...)` constructs the real class (loading the
+   * folder's chunk) and returns its instance, a static method forwards to the real one. The real class's prototype is
+   * re-parented onto the stand-in's when its module runs (see the onLoad of its file below), so that its instances,
+   * however they were made (by the folder's own functions mostly), are `instanceof` the exported class.
+   */
+  function thinModule(folder) {
+    const lines = [`import { lazyModule } from "lazy-loader";`];
+    for (const [i, { key, member, statics }] of thinClasses.get(folder).entries()) {
+      lines.push(`const load${i} = lazyModule("./lazy-${folder}.js", ${JSON.stringify(member)});`);
+      lines.push(`export class ${key} {`);
+      lines.push(`  constructor(...args) { return new (load${i}().${key})(...args); }`);
+      for (const n of statics) lines.push(`  static ${n}(...args) { return load${i}().${key}.${n}(...args); }`);
+      lines.push("}");
+    }
+    return lines.join("\n");
+  }
+
   const plugin = {
     name: "lazy",
     setup(build) {
+      build.onResolve({ filter: /^lazy-thin:/ }, (args) => ({ path: args.path.slice(10), namespace: "lazy-thin" }));
+      build.onLoad({ filter: /.*/, namespace: "lazy-thin" }, (args) => ({
+        contents: thinModule(args.path),
+        loader: "js",
+        resolveDir: dist,
+      }));
+      // A module that declares a class with a stand-in: its prototype joins the stand-in's chain when it runs.
+      build.onLoad({ filter: /\.js$/, namespace: "file" }, (args) => {
+        const declared = classOrigins.get(args.path);
+        if (!declared) return undefined;
+        const link = declared.flatMap(({ folder, key }, i) => [
+          `import { ${key} as Thin${i}$ } from "lazy-thin:${folder}";`,
+          `Object.setPrototypeOf(Thin${i}$.prototype, Object.getPrototypeOf(${key}.prototype));`,
+          `Object.setPrototypeOf(${key}.prototype, Thin${i}$.prototype);`,
+          // \`handle.constructor\` is the exported class, as it was (new handle.constructor(...) makes a real one).
+          `Object.defineProperty(${key}.prototype, "constructor", { value: Thin${i}$, writable: true, configurable: true });`,
+        ]);
+        return {
+          contents: `${readFileSync(args.path, "utf8")}\n${link.join("\n")}\n`,
+          loader: "js",
+          resolveDir: dirname(args.path),
+        };
+      });
       build.onResolve({ filter: /^lazy-loader$/ }, () => ({ path: "loader", namespace: "lazy-loader" }));
       build.onLoad({ filter: /.*/, namespace: "lazy-loader" }, () => ({
         contents: LOADER,
