@@ -98,6 +98,14 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * --only merge_linear,lora_bake`): ours 3503 ms (3291-4044) and 91.3 MiB, mergekit 29228 ms (29214-31191) and
  * 7829 MiB: 8.34x (goal 10x: **lost**); RSS 1/86 of mergekit's (held). The O_DIRECT write of the 2.37 GiB output
  * alone takes 1.5-2.2 s on this disk (dd), node's start-up ~0.3 s.
+ * Same run as merge_ties' of 20:37-20:58 below (commit d0aa171, the linear path as in 555dd2f; 2026-12-02 20:57-20:59,
+ * load 7.0-10.4 with other helpers' suites; `/usr/bin/time -v node bin/safetensors.js merge-models linear.yml OUT`
+ * and mergekit's run_yaml as above, under the bench lock): ours 12.7 s wall (1.56 user + 1.56 system s of CPU) and
+ * 93 MiB, mergekit 37.0 s wall (20.6 + 12.6 s) and 7829 MiB: 2.9x wall (goal 10x: **lost** at this load, where our
+ * 3.1 s of CPU waits for the cores and the disk), 10.6x of CPU; RSS 1/84 of mergekit's (held).
+ * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
+ * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
+ * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
  */
 export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
   ratio: 10,
@@ -128,6 +136,17 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * inputs in the page cache (`/usr/bin/time node bin/safetensors.js merge-models ties.yml OUT`; mergekit as above):
  * ours 35.1 and 34.9 s wall (27-28 s user + 18 s system CPU), peak 2474 and 2341 MiB (within the bound); mergekit
  * 300.5 s wall (273 s user + 106 s system), peak 10843 MiB: 8.6x (goal 10x: **lost**).
+ * With the sort replay's partition finding its stops a block at a time without a branch per entry and only the ties at
+ * the kept range's end keys marked by index (f46d475; sort_partition_avx2 was 35% of the CPU under perf), then the
+ * workers keeping the replay's working memory, whole tensors read into kept buffers and the task vectors' buffers
+ * reused (d0aa171; 6.36 M -> 2.1 M minor faults), `/usr/bin/time -v node bin/safetensors.js merge-models ties.yml OUT`
+ * under the bench lock, builds interleaved, same bytes each time: 2026-12-02 20:00-20:04 (load 8.8-14) f46d475 31.1 +
+ * 17.1 s of user + system CPU and 93 s wall, main's 61582a0 44.6 + 14.9 s and 116 s; 20:21-20:25 (load 5-6.5)
+ * d0aa171 29.5 + 10.2 and 30.1 + 6.8 s, 55.8 and 59.4 s, peak 2216-2220 MiB, f46d475 29.5 + 16.1 s, 64.7 s, 2367 MiB.
+ * Same run against mergekit, 2026-12-02 20:37-20:58 (commit d0aa171, load 6.5-12 with other helpers' suites; mergekit
+ * once, then ours): mergekit 1134.9 s wall (338.8 user + 72.3 system s of CPU) and 10840 MiB; ours 64.5 s wall
+ * (32.1 + 6.8 s) and 2224 MiB (within the bound): 17.6x wall, 10.6x of CPU (goal 10x: held at this load; the quiet
+ * figure is the bench's).
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
