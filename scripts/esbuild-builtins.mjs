@@ -13,6 +13,7 @@
  * The sources keep plain `import ... from "node:..."` (tsx and tsc run them as they are). A name missing here is a
  * build error, never an undefined at run time (`import-is-undefined` is an error below).
  */
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -46,7 +47,18 @@ const LAZY = new Set([
   "node:worker_threads",
 ]);
 
-function facade(id) {
+/**
+ * The facade of builtin `id`. A lazy builtin's values (worker_threads' `isMainThread`) are read when the facade runs,
+ * which loads the builtin: they are only in a second facade of it (`withValues`), which the modules that import a
+ * value get (see onResolve below), so that the one the eager chunk holds reads none. esbuild places a module by the
+ * entries that reach its file, not by who uses what of it: merge/node-native.ts's `isMainThread` in the shared facade
+ * loaded worker_threads (and node:stream) with the Node entry on every Node, where from Node 24 only the worker
+ * pools need it. callgrind, whole process, `--predictable`, 2026-12-03: `process.getBuiltinModule(
+ * "node:worker_threads")` costs 9.1 M instructions over `node -e 0` on Node 24 (8.1 M on 20); importing the Node entry
+ * (dist/lib/node.js) 153.6 -> 144.1 M on Node 24 (`node -e 0` 93.9 M), unchanged on Node 20 (166.6 M), where the
+ * addon's loading at import needs worker_threads anyway (src/io/native.ts).
+ */
+function facade(id, withValues) {
   const module = require(id);
   const lazy = LAZY.has(id);
   const lines = [
@@ -66,12 +78,29 @@ function facade(id) {
       lines.push(
         `export function ${name}(...args) { const f = load().${name}; return new.target ? new f(...args) : f.apply(this, args); }`,
       );
-    } else {
+    } else if (!lazy || withValues) {
       lines.push(`export const ${name} = /* @__PURE__ */ pick(${JSON.stringify(name)});`);
     }
   }
   lines.push("export default /* @__PURE__ */ load();");
   return lines.join("\n");
+}
+
+/** Whether the module at `importer` (tsc's output) imports from builtin `id` a name that is not a function. */
+function importsValue(importer, id) {
+  if (!importer || !existsSync(importer)) return true;
+  const module = require(id);
+  const text = readFileSync(importer, "utf8");
+  const imports = [...text.matchAll(/import\s*(\{[^}]*\}|\*\s*as\s*\w+|\w+)[^"]*?from\s*"([^"]+)"/g)];
+  for (const [, what, spec] of imports) {
+    if (spec !== id) continue;
+    if (!what.startsWith("{")) return true; // a namespace or default import: every value
+    for (const item of what.slice(1, -1).split(",")) {
+      const name = item.trim().split(/\s+as\s+/)[0]; // (tsc leaves no type imports)
+      if (name && typeof Object.getOwnPropertyDescriptor(module, name)?.value !== "function") return true;
+    }
+  }
+  return false;
 }
 
 export const builtinsPlugin = {
@@ -82,9 +111,13 @@ export const builtinsPlugin = {
     build.onResolve({ filter: /^node:/ }, (args) => {
       // The loader's own import stays a real one.
       if (args.namespace === "builtin-loader") return { path: args.path, external: true };
-      return { path: args.path, namespace: "builtin", sideEffects: false };
+      const values = LAZY.has(args.path) && importsValue(args.importer, args.path);
+      return { path: values ? `${args.path}#values` : args.path, namespace: "builtin", sideEffects: false };
     });
-    build.onLoad({ filter: /.*/, namespace: "builtin" }, (args) => ({ contents: facade(args.path), loader: "js" }));
+    build.onLoad({ filter: /.*/, namespace: "builtin" }, (args) => {
+      const [id, values] = args.path.split("#");
+      return { contents: facade(id, values === "values"), loader: "js" };
+    });
   },
 };
 
