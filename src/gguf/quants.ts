@@ -8,13 +8,12 @@
  * Pure: typed arrays in, typed arrays out. One block is 32 values.
  */
 import { f16ToF32Bits, f32BitsToF16 } from "../codecs/half.js";
+import { QUANT_TYPES, type QuantTypeName } from "./constants.js";
 import type { GgmlTypeName } from "./types.js";
 
 export const QK = 32;
 
-/** The quantized types these kernels handle. */
-export const QUANT_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"] as const;
-export type QuantTypeName = (typeof QUANT_TYPES)[number];
+export { QUANT_TYPES, type QuantTypeName };
 
 export function isQuantType(name: string): name is QuantTypeName {
   return (QUANT_TYPES as readonly string[]).includes(name);

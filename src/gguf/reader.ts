@@ -8,6 +8,7 @@
  * says how many bytes it needs (`GgufNeedBytes`), and the caller reads more and parses again.
  */
 import { SafetensorError } from "../format/errors.js";
+import { DEFAULT_GGUF_LIMITS, type GgufLimits } from "./constants.js";
 import {
   DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
@@ -20,30 +21,7 @@ import {
   VALUE_TYPE_NAMES,
 } from "./types.js";
 
-/** Limits on what a header may hold. Every one is checked before the memory it implies is allocated. */
-export interface GgufLimits {
-  /** Most metadata key/values (default 65 536). */
-  maxKeyValues?: number;
-  /** Most tensors (default 1 048 576). */
-  maxTensors?: number;
-  /** Longest string, key or value, in bytes (default 64 MiB). */
-  maxStringBytes?: number;
-  /** Longest metadata array (default 64 Mi items: vocabularies hold up to ~260 k). */
-  maxArrayLength?: number;
-  /** Deepest nesting of arrays in arrays (default 2). */
-  maxArrayDepth?: number;
-  /** Largest header, metadata and tensor infos together, in bytes (default 1 GiB). */
-  maxHeaderBytes?: number;
-}
-
-export const DEFAULT_GGUF_LIMITS: Required<GgufLimits> = {
-  maxKeyValues: 65_536,
-  maxTensors: 1_048_576,
-  maxStringBytes: 64 << 20,
-  maxArrayLength: 64 << 20,
-  maxArrayDepth: 2,
-  maxHeaderBytes: 1 << 30,
-};
+export { DEFAULT_GGUF_LIMITS, type GgufLimits };
 
 /** ggml's GGML_MAX_DIMS. */
 export const GGUF_MAX_DIMS = 4;

@@ -3,25 +3,9 @@
  * Ids and sizes are the format's (ggml.h, gguf.md); only the types this toolkit reads or writes are listed, and
  * every other id is named as unknown in messages.
  */
+import { GGML_TYPES, type GgmlTypeName, type ScalarTypeName, VALUE_TYPES, type ValueTypeName } from "./constants.js";
 
-/** The ggml tensor types we convert to and from. */
-export const GGML_TYPES = {
-  F32: { id: 0, blockSize: 1, typeSize: 4 },
-  F16: { id: 1, blockSize: 1, typeSize: 2 },
-  Q4_0: { id: 2, blockSize: 32, typeSize: 18 },
-  Q4_1: { id: 3, blockSize: 32, typeSize: 20 },
-  Q5_0: { id: 6, blockSize: 32, typeSize: 22 },
-  Q5_1: { id: 7, blockSize: 32, typeSize: 24 },
-  Q8_0: { id: 8, blockSize: 32, typeSize: 34 },
-  I8: { id: 24, blockSize: 1, typeSize: 1 },
-  I16: { id: 25, blockSize: 1, typeSize: 2 },
-  I32: { id: 26, blockSize: 1, typeSize: 4 },
-  I64: { id: 27, blockSize: 1, typeSize: 8 },
-  F64: { id: 28, blockSize: 1, typeSize: 8 },
-  BF16: { id: 30, blockSize: 1, typeSize: 2 },
-} as const;
-
-export type GgmlTypeName = keyof typeof GGML_TYPES;
+export { GGML_TYPES, type GgmlTypeName, type ScalarTypeName, VALUE_TYPES, type ValueTypeName };
 
 /**
  * Block sizes of the other ggml types a GGUF may hold (k-quants, i-quants...), so that a reader can check a tensor's
@@ -75,26 +59,6 @@ export function tensorBytes(type: GgmlTypeInfo, rowLength: number, elements: num
   if (rowLength % type.blockSize !== 0) return null;
   return (elements / type.blockSize) * type.typeSize;
 }
-
-/** Metadata value types (gguf_type). */
-export const VALUE_TYPES = {
-  UINT8: 0,
-  INT8: 1,
-  UINT16: 2,
-  INT16: 3,
-  UINT32: 4,
-  INT32: 5,
-  FLOAT32: 6,
-  BOOL: 7,
-  STRING: 8,
-  ARRAY: 9,
-  UINT64: 10,
-  INT64: 11,
-  FLOAT64: 12,
-} as const;
-
-export type ValueTypeName = keyof typeof VALUE_TYPES;
-export type ScalarTypeName = Exclude<ValueTypeName, "ARRAY">;
 
 export const VALUE_TYPE_NAMES: readonly ValueTypeName[] = Object.keys(VALUE_TYPES) as ValueTypeName[];
 
