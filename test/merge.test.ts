@@ -29,14 +29,19 @@ const FIXTURES = path.join(repoRoot, "test/fixtures/merge");
 
 const KILL_CHILD = process.env.MERGE_KILL_CHILD;
 if (KILL_CHILD) {
-  // Child of the SIGKILL test: merge ties into the directory, printing a byte and pausing at each progress step. Before
-  // any test is declared: the tests declared above this await ran beside the merge in every child (~4 s of CPU each).
+  // Child of the SIGKILL test: merge ties into the directory, printing a byte at each progress step and waiting at
+  // step MERGE_KILL_AT for the kill (5 min at most: a parent that never kills makes the test fail, not hang), as
+  // edit-crash.test.ts's child does. It paused 20 ms at every step before: 492 steps over the six trials, ~10 s of
+  // the test's 25.6 s asleep (2026-12-03, load 4-7 on 2 cores). Before any test is declared: the tests declared above
+  // this await ran beside the merge in every child (~4 s of CPU each).
+  const stopAt = Number(process.env.MERGE_KILL_AT);
   const pause = new Int32Array(new SharedArrayBuffer(4));
+  let steps = 0;
   await mergeModels(parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")), KILL_CHILD, {
     modelsDir: FIXTURES,
     onProgress() {
       tellParent();
-      Atomics.wait(pause, 0, 0, 20);
+      if (++steps === stopAt) Atomics.wait(pause, 0, 0, 300_000);
     },
   });
   process.exit(0);
@@ -46,8 +51,11 @@ if (KILL_CHILD) {
 const python = mergePython(["torch", "transformers"]);
 
 /**
- * Each config's output from its comparison with mergekit, kept for transformers' logits check below when there is a
- * Python to run it (instead of the 16 merges again: ~10 s of CPU), removed after the file.
+ * Each config's output from its comparison with mergekit, kept for the tests below that need that merge (`outputOf`,
+ * `copyOf`): transformers' logits check (instead of the 16 merges again: ~10 s of CPU), the old checkpoint of the kill
+ * and abort tests, one side of the byte-for-byte comparisons. Removed after the file. Under tsx a merge that starts the
+ * worker pool costs ~0.85 s of CPU however small its models (two workers registering tsx: 2026-12-03, load 4 on 2
+ * cores), and the file made ~30 of them.
  */
 const merged = new Map<string, string>();
 after(() => {
@@ -147,10 +155,26 @@ for (const [name, rule] of Object.entries(MODES)) {
         }
       }
     } finally {
-      if (python !== null) merged.set(name, out);
-      else fs.rmSync(out, { recursive: true, force: true });
+      merged.set(name, out);
     }
   });
+}
+
+/** Config `name` merged with the default options: the output its comparison with mergekit kept, else merged now, once. */
+async function outputOf(name: string): Promise<string> {
+  let out = merged.get(name);
+  if (out === undefined) {
+    out = await runFixture(name);
+    merged.set(name, out);
+  }
+  return out;
+}
+
+/** A copy of `outputOf(name)` in a directory of its own, for a test that changes it. */
+async function copyOf(name: string): Promise<string> {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), `merge-${name}-copy-`));
+  fs.cpSync(await outputOf(name), out, { recursive: true });
+  return out;
 }
 
 /**
@@ -181,16 +205,21 @@ function compareStats(name: string, ours: Map<string, Tensor>, expected: Map<str
   assert.ok(Math.abs(a.l1 / b.l1 - 1) < 0.08, `${name}: L1 of the merged deltas ${a.l1}, mergekit ${b.l1}`);
 }
 
-/** Fixture `name` merged with options `a` and with `b`: every file of the outputs byte for byte the same. */
-async function assertSameOutputs(name: string, a: FixtureOptions, b: FixtureOptions): Promise<void> {
-  const outs = [await runFixture(name, a), await runFixture(name, b)];
+/**
+ * Fixture `name` merged with options `a` (or the default options: the kept output) and with `b`: every file of the
+ * outputs byte for byte the same.
+ */
+async function assertSameOutputs(name: string, a: FixtureOptions | "default", b: FixtureOptions): Promise<void> {
+  const one = a === "default" ? await outputOf(name) : await runFixture(name, a);
+  const two = await runFixture(name, b);
   try {
-    const [one, two] = outs.map(
+    const [first, second] = [one, two].map(
       (out) => new Map(fs.readdirSync(out).map((file) => [file, fs.readFileSync(path.join(out, file))])),
     );
-    assert.deepEqual(two, one, name);
+    assert.deepEqual(second, first, name);
   } finally {
-    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+    if (a !== "default") fs.rmSync(one, { recursive: true, force: true });
+    fs.rmSync(two, { recursive: true, force: true });
   }
 }
 
@@ -204,7 +233,7 @@ test("element-wise merges on two workers (each reads, computes and writes its ow
 });
 
 test("whole-tensor merges written around the page cache (directWriteBytes 1) give the same bytes", async () => {
-  for (const name of ["ties", "slerp"]) await assertSameOutputs(name, {}, { directWriteBytes: 1 });
+  for (const name of ["ties", "slerp"]) await assertSameOutputs(name, "default", { directWriteBytes: 1 });
 });
 
 test("whole-tensor jobs reuse float32 buffers: the largest few kept, a buffer handed to another thread skipped", () => {
@@ -239,12 +268,12 @@ test("DARE's drops are seeded: the same seed gives the same bytes, another seed 
 });
 
 test("task vectors sparsified one after the other (a tensor over maxParallelSparsifyBytes) give the same bytes", async () => {
-  const outs = [await runFixture("ties"), await runFixture("ties", { maxParallelSparsifyBytes: 0 })];
+  const serial = await runFixture("ties", { maxParallelSparsifyBytes: 0 });
   try {
-    const [a, b] = outs.map((out) => fs.readFileSync(path.join(out, "model.safetensors")));
+    const [a, b] = [await outputOf("ties"), serial].map((out) => fs.readFileSync(path.join(out, "model.safetensors")));
     assert.ok(a!.equals(b!));
   } finally {
-    for (const out of outs) fs.rmSync(out, { recursive: true, force: true });
+    fs.rmSync(serial, { recursive: true, force: true });
   }
 });
 
@@ -340,9 +369,10 @@ test("a merge killed at any point leaves the old checkpoint or the new one, neve
   const newTensors = expectedOf("ties");
   const seen = new Set<string>();
   for (const killAt of [1, 7, 30, 80, 140, 100000]) {
-    const out = await runFixture("linear_f32");
+    const out = await copyOf("linear_f32");
     try {
-      const signal = await killAtWrite(fileURLToPath(import.meta.url), { MERGE_KILL_CHILD: out }, killAt);
+      const env = { MERGE_KILL_CHILD: out, MERGE_KILL_AT: String(killAt) };
+      const signal = await killAtWrite(fileURLToPath(import.meta.url), env, killAt);
       const now = tensorsOf(out);
       const state = isDeepStrictEqual(now, oldTensors) ? "old" : isDeepStrictEqual(now, newTensors) ? "new" : "mix";
       assert.notEqual(state, "mix", `killed after ${killAt} steps (${signal}): the directory mixes two merges`);
@@ -355,7 +385,7 @@ test("a merge killed at any point leaves the old checkpoint or the new one, neve
 });
 
 test("a merge stops at an aborted signal and leaves the output directory as it was", async () => {
-  const out = await runFixture("linear_f32");
+  const out = await copyOf("linear_f32");
   try {
     const before = fs.readdirSync(out).sort();
     const controller = new AbortController();
@@ -410,7 +440,7 @@ test("models at http(s):// locations are read by range: the same bytes as from d
       .readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8")
       .replaceAll("models/ft3", "models/ft2")
       .replaceAll("models/", `${server.url}/`);
-    const local = await runFixture("ties");
+    const local = fs.mkdtempSync(path.join(os.tmpdir(), "merge-local-"));
     try {
       await mergeModels(
         fs.readFileSync(path.join(FIXTURES, "configs", "ties.yml"), "utf8").replaceAll("models/ft3", "models/ft2"),
