@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm test`: every file in test/, through node:test and test/helpers/reporter.mjs, at least two files at a time.
+ * `npm test`: every file in test/, through node:test and test/helpers/reporter.mjs, at least two files at a time, the
+ * longest first (LONGEST).
  * scripts/test-fast.mjs runs its subset through runTests too. Arguments are passed on to node before the files
  * (`npm test -- --test-name-pattern=merge`).
  *
@@ -18,12 +19,34 @@ import { fileURLToPath } from "node:url";
 /** How many test files run at once: node's default, but never fewer than two. */
 export const CONCURRENCY = Math.max(2, availableParallelism() - 1);
 
-/** Every test file, sorted. */
+/**
+ * The files that take longest, started first (longest first), the others after them in name order. node:test starts
+ * files in the order given: sorted by name, package.test.ts (~90 s wall alone, npm pack and installs) started two
+ * thirds of the way in and ran on alone at the end while the other lane had nothing left. Seconds of wall time each
+ * alone (`node --import tsx --test test/NAME.test.ts`, 2026-12-03 at load 3-8 on 2 cores; merge.test.ts as this branch left it).
+ */
+export const LONGEST = [
+  "package.test.ts", // 93 s (80 s of CPU)
+  "merge.test.ts", // 53 s
+  "shards-reference.test.ts", // 27 s (17 s of CPU: Python)
+  "reference-skip.test.ts", // 21 s
+  "lora-extract.test.ts", // 19 s
+  "api-docs.test.ts", // 18 s
+  "lora.test.ts", // 18 s
+  "edit-crash.test.ts", // 17 s
+  "crash.test.ts", // 16 s
+  "syntax-hint.test.ts", // 13 s
+  "cli.test.ts", // 12 s
+  "merge-native.test.ts", // 10 s
+  "pickle-dir.test.ts", // 9 s
+];
+
+/** Every test file: LONGEST's first, then the others sorted by name. */
 export function testFiles() {
-  return readdirSync("test")
-    .filter((name) => name.endsWith(".test.ts"))
-    .sort()
-    .map((name) => `test/${name}`);
+  const names = readdirSync("test").filter((name) => name.endsWith(".test.ts"));
+  const longest = LONGEST.filter((name) => names.includes(name));
+  const rest = names.filter((name) => !longest.includes(name)).sort();
+  return [...longest, ...rest].map((name) => `test/${name}`);
 }
 
 /** Run `files` with node's test runner and the suite's reporter; returns the exit status. */
