@@ -51,7 +51,7 @@ const SLOW = {
   "lora.test.ts": "transformers' logits in Python",
   "lora-extract.test.ts": "PEFT in Python loads and merges the extracted adapters (33.5 s at load ~7)",
   "gguf-unseen.test.ts": "fresh models made by transformers in Python, read by gguf-py, run by llama.cpp",
-  "api-docs.test.ts": "TypeDoc over the whole public API (~13 s of CPU)",
+  "api-docs.test.ts": "TypeDoc over the whole public API (~8 s of CPU)",
   "docs-tasks.test.ts": "five scripts written from the docs, each a process, and a tsc run over them",
   "gguf-convert.test.ts": "GGUF conversions of the fixture models, every quantization (~17 s)",
   "kohya.test.ts": "kohya LoRA bakes checked against their fixtures (~11 s)",
