@@ -3,16 +3,20 @@
  *
  * A linear merge of `count` 16-bit values (F16, or BF16 when `bf16`) read from each input file (`fds[j]` from byte
  * `positions[j]`) written at `outPosition` of the file at `outPath` (sized already): merge_linear16's bytes, with no
- * byte passing through JavaScript. The output's whole pages are written with O_DIRECT (native/direct_write.c says
- * why: fresh page-cache pages are host faults on this kind of VM) from 4 MiB page-aligned pieces, the partial pages at
- * both ends through the page cache. `threads` threads (the calling one included) each take the next piece: read
- * every input's part of it 256 KiB at a time into buffers that stay in the core's cache, merge into the piece, write
- * the piece; so one thread's write to the device overlaps another's reads and merging.
+ * byte passing through JavaScript. The output's whole pages are written from 4 MiB page-aligned pieces, each with
+ * O_DIRECT or through the page cache (below), the partial pages at both ends through the page cache. `threads`
+ * threads (the calling one included) each take the next piece: read every input's part of it 256 KiB at a time into
+ * buffers that stay in the core's cache, merge into the piece, write the piece; so one thread's write overlaps
+ * another's reads and merging.
  *
  * Measured on the 2-vCPU VM (the bench's linear merge of two 2.37 GiB F16 fine-tunes): per 2 MiB chunk, the worker
  * threads' reads into JavaScript buffers, merge, and writeDirect (a 4 MiB bounce buffer allocated and three threads
  * created per call, the chunk copied into it) took 2.1 s user + 3.7-4.6 s system CPU, 5.6-6.3 s wall; the
  * figures of this path are in bench/figures/merge-models.ts.
+ *
+ * Each piece goes to the file the way that wrote the last large writes faster (write_way_choose, direct_write.c):
+ * this merge on the host of 2026-12-03 took 6.2-8.4 s wall with direct writes only, 2.75-5.8 s with buffered ones
+ * only (A/B, load 4-6).
  *
  * EINVAL: not possible here (no O_DIRECT on this file system, an odd output position): the caller merges the range
  * another way. ENODATA: an input ended before its range. Other errors are the reads' and writes' (ENOSPC...).
@@ -72,6 +76,15 @@ static int merge_range(const merge_job *j, uint64_t from, uint64_t to, uint8_t *
   return 0;
 }
 
+/* `length` bytes (a whole number of pages at a page-aligned position) written the way that costs less lately. */
+static int write_piece(const merge_job *j, const uint8_t *piece, uint64_t length, uint64_t at) {
+  int way = write_way_choose();
+  uint64_t start = write_way_now();
+  int err = write_all(way == WAY_DIRECT ? j->direct_fd : j->buffered_fd, piece, length, at);
+  if (err == 0) write_way_record(way, write_way_now() - start, length);
+  return err;
+}
+
 static void fail(merge_job *j, int err) {
   int none = 0;
   atomic_compare_exchange_strong(&j->err, &none, err);
@@ -126,7 +139,7 @@ static void *merge_worker(void *arg) {
     if (at >= j->end) break;
     uint64_t length = j->end - at < PIECE ? j->end - at : PIECE;
     int err = merge_range(j, at, at + length, piece, in);
-    if (err == 0) err = write_all(j->direct_fd, piece, length, at);
+    if (err == 0) err = write_piece(j, piece, length, at);
     if (err != 0) {
       fail(j, err);
       break;

@@ -10,6 +10,7 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { CP_CODE } from "./save-all.js";
 import { defineFigure, type ProcessContext, Unavailable } from "./types.js";
 
 function dataDir(ctx: ProcessContext): string {
@@ -47,12 +48,23 @@ function mergekit(ctx: ProcessContext, config: string, out: string): string[] {
   ];
 }
 
+/**
+ * The disk's bound of a merge whose output is one model's size: `cp` of the bench's checkpoint (the inputs' layout
+ * and size) to a new file. A merge cannot write its output faster than this; the line is reported, not held.
+ */
+const CP_MODEL = {
+  key: "cp",
+  kind: "python" as const,
+  label: "cp MODEL OUT (the disk's bound: one model's bytes)",
+  code: CP_CODE,
+};
+
 function mergeFigure(name: string, config: string, method: string, goal: { ratio: number; rssMaxMib: number }) {
   return defineFigure<void>({
     name,
     method: {
       ours: `\`node bin/safetensors.js merge-models ${config} OUT\` (${method}, float16), spawn to exit`,
-      reference: `mergekit \`run_yaml ${config} OUT\`, spawn to exit`,
+      reference: `mergekit \`run_yaml ${config} OUT\`, spawn to exit; extra line: \`cp\` of one model's file (the disk's bound)`,
     },
     backends: ["auto"],
     ours: {
@@ -66,6 +78,7 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
       ],
     },
     reference: { kind: "process", argv: (ctx) => mergekit(ctx, config, path.join(ctx.scratch, "mergekit")) },
+    referenceExtras: [CP_MODEL],
     goal,
   });
 }
@@ -103,6 +116,19 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * and mergekit's run_yaml as above, under the bench lock): ours 12.7 s wall (1.56 user + 1.56 system s of CPU) and
  * 93 MiB, mergekit 37.0 s wall (20.6 + 12.6 s) and 7829 MiB: 2.9x wall (goal 10x: **lost** at this load, where our
  * 3.1 s of CPU waits for the cores and the disk), 10.6x of CPU; RSS 1/84 of mergekit's (held).
+ * On a quiet machine, 2026-12-03 05:40-05:43 (commit 5b95a87, load 1.3-1.7, `npm run bench -- --runs 1 --timeout 1800
+ * --only merge_linear,lora_bake`; another host than 2026-12-02's, with a slower disk): ours 7962 ms and 91.5 MiB,
+ * mergekit 26377 ms and 7831 MiB: 3.31x (goal 10x: **lost**); RSS 1/86 of mergekit's (held). This host's disk is the
+ * bound: right after (load 0.5-0.7), `dd if=/dev/zero bs=4M count=600 oflag=direct` took 5.36 s (one write at a
+ * time), four such dd at once into one file 3.96 s, buffered dd 4.06 s, and `cp` of one fine-tune's 2.37 GiB 4.42 s;
+ * `/usr/bin/time node bin/safetensors.js merge-models linear.yml OUT` 6.61-7.13 s wall with 2.5-3.1 s of CPU. 10x of
+ * mergekit (2.64 s) is below what this disk writes; the cp line beside the figure shows that bound in each run.
+ * Four or six threads per file task instead of two, and the first of each task's threads writing through the page
+ * cache instead of direct (the device and the host's page faults at once), A/B at load 6-10 with two helpers' suites
+ * (2026-12-03 06:05-06:11): 5.3-10.5 s wall for every variant, no difference the noise did not hide; not adopted.
+ * Each piece written the way that cost less lately, direct or through the page cache (native/direct_write.c's
+ * write_way_choose), A/B against 5b95a87 at load 4.6-5.3 (2026-12-03 06:23-06:25, the command above, same bytes):
+ * 4.37-5.33 s wall (1.1-1.3 s user + 3.1-3.4 s system CPU) against 6.26-10.50 s (1.5-1.6 + 0.9-1.2 s).
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -147,6 +173,9 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * once, then ours): mergekit 1134.9 s wall (338.8 user + 72.3 system s of CPU) and 10840 MiB; ours 64.5 s wall
  * (32.1 + 6.8 s) and 2224 MiB (within the bound): 17.6x wall, 10.6x of CPU (goal 10x: held at this load; the quiet
  * figure is the bench's).
+ * On a quiet machine, 2026-12-03 05:43-05:55 (commit 5b95a87, load 1.4-1.7, `npm run bench -- --runs 1 --timeout 2400
+ * --only merge_ties`): ours 28640 ms and 2211 MiB, mergekit 298856 ms and 10845 MiB: 10.4x (goal 10x: held); RSS
+ * within the bound (held).
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -166,6 +195,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * --runs 1): ours 9.6 s and 145 MiB, PEFT 18.3 s and 2868 MiB: 1.90x (goal 2x: **lost**); RSS held.
  * On a quiet machine, same run as merge_linear's of 16:38-16:44 (commit 555dd2f): ours 5607 ms (5588-5633) and
  * 196.6 MiB, PEFT 36934 ms (32677-40393) and 2869 MiB: 6.59x (goal 2x: held); RSS within 256 MiB (held).
+ * On a quiet machine, same run as merge_linear's of 2026-12-03 05:40-05:43 (commit 5b95a87, the slower disk): ours
+ * 9546 ms and 192.8 MiB, PEFT 26387 ms and 2871 MiB: 2.76x (goal 2x: held); RSS within 256 MiB (held).
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
