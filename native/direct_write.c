@@ -1,6 +1,6 @@
 /*
- * writeDirect(fd, buffers, position) -> bytes written straight from `buffers` (the rest went through a bounce
- * buffer or, for the partial pages at both ends, through the page cache)
+ * writeDirect(fd, buffers, position, adaptive?) -> bytes written straight from `buffers` (the rest went through a
+ * bounce buffer or, for the partial pages at both ends, through the page cache)
  * copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length (pread into the bounce buffers, then the same
  * direct writes; ENODATA when the input ends first)
  *
@@ -14,6 +14,10 @@
  * page's alignment (the loader places owned data so), in 16 MiB writes, else gathered into a 4 MiB bounce buffer per
  * thread first.
  * Four threads keep several writes in flight (each direct write waits for the device).
+ *
+ * With `adaptive` (the merges' and bakes' workers, io/node-chunk-io.ts), a range of 1 MiB or more of whole pages goes
+ * the way that cost less lately instead, direct or through the page cache (write_way_choose, below): which is faster
+ * depends on the machine, and on a VM on its history.
  *
  * The descriptor's O_DIRECT flag is set for the call and restored after it. EINVAL means "direct I/O is not
  * possible here" (a file system without it, an unusual alignment): nothing is promised about what was written, and
@@ -63,6 +67,8 @@ typedef struct {
   atomic_uint_fast64_t next;
   atomic_uint_fast64_t from_memory;
   atomic_int err;
+  bool learn; /* each write's cost recorded for `way` (write_way_record) */
+  int way;
 } job;
 
 /* The span holding output byte `at` (spans are sorted, back to back, none empty). */
@@ -110,6 +116,8 @@ static int fill(const job *j, uint64_t at, uint64_t length, uint8_t *into) {
  * (the device's queue filling, the host's pages) is seen.
  */
 #define EXPLORE 16
+/* Ranges shorter than this are not learned from, and go directly (the LoRA bake writes 2 MiB blocks). */
+#define LEARN_BYTES ((uint64_t)1 << 20)
 static atomic_uint_fast64_t way_cost[2];
 static atomic_uint_fast64_t ways_chosen;
 
@@ -182,7 +190,9 @@ static void *writer(void *arg) {
     }
     int err = 0;
     if (direct) {
+      uint64_t began = j->learn ? write_way_now() : 0;
       err = write_all(j->fd, from, length, at);
+      if (err == 0 && j->learn) write_way_record(j->way, write_way_now() - began, length);
     } else if (bounce == NULL && posix_memalign((void **)&bounce, ALIGN, BOUNCE) != 0) {
       bounce = NULL;
       err = ENOMEM;
@@ -190,7 +200,9 @@ static void *writer(void *arg) {
       for (uint64_t done = 0; done < length && err == 0; done += BOUNCE) {
         uint64_t take = length - done < BOUNCE ? length - done : BOUNCE;
         err = fill(j, at + done, take, bounce);
+        uint64_t began = j->learn ? write_way_now() : 0;
         if (err == 0) err = write_all(j->fd, bounce, take, at + done);
+        if (err == 0 && j->learn) write_way_record(j->way, write_way_now() - began, take);
       }
     }
     if (err != 0) {
@@ -221,7 +233,7 @@ static int write_edge(const job *j, uint64_t from, uint64_t to) {
  * Output bytes [start, stop) of `j` written: O_DIRECT for its whole pages (the descriptor's flags restored after),
  * the partial pages at both ends through the page cache. An errno, or 0.
  */
-static int run_job(job *j, uint64_t start, uint64_t stop) {
+static int run_job(job *j, uint64_t start, uint64_t stop, bool adaptive) {
   uint64_t begin = (start + ALIGN - 1) / ALIGN * ALIGN, end = stop / ALIGN * ALIGN;
   j->begin = begin;
   j->end = end;
@@ -236,8 +248,11 @@ static int run_job(job *j, uint64_t start, uint64_t stop) {
     if (fstat(j->fd, &st) != 0) err = errno;
     else if ((uint64_t)st.st_size < stop && ftruncate(j->fd, (off_t)stop) != 0) err = errno;
     int flags = err != 0 ? -1 : fcntl(j->fd, F_GETFL);
+    /* `adaptive`: the way that cost less lately (write_way_choose), learned from ranges of a piece or more. */
+    j->learn = adaptive && end - begin >= LEARN_BYTES;
+    int way = j->way = j->learn ? write_way_choose() : WAY_DIRECT;
     if (err != 0) {
-    } else if (flags < 0 || fcntl(j->fd, F_SETFL, flags | O_DIRECT) != 0) {
+    } else if (flags < 0 || (way == WAY_DIRECT && fcntl(j->fd, F_SETFL, flags | O_DIRECT) != 0)) {
       err = errno;
     } else {
       pthread_t threads[THREADS - 1];
@@ -247,7 +262,7 @@ static int run_job(job *j, uint64_t start, uint64_t stop) {
       for (int i = 0; i < THREADS - 1; i++)
         if (started[i]) pthread_join(threads[i], NULL);
       err = atomic_load(&j->err);
-      if (fcntl(j->fd, F_SETFL, flags) != 0 && err == 0) err = errno;
+      if (way == WAY_DIRECT && fcntl(j->fd, F_SETFL, flags) != 0 && err == 0) err = errno;
     }
 #else
     err = EINVAL; /* no O_DIRECT here (macOS has F_NOCACHE, a hint only) */
@@ -260,12 +275,13 @@ static int run_job(job *j, uint64_t start, uint64_t stop) {
 }
 
 napi_value direct_write(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  bool is_array = false;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 3 ||
-      napi_is_array(env, argv[1], &is_array) != napi_ok || !is_array) {
-    napi_throw_type_error(env, "EINVAL", "writeDirect(fd, buffers, position)");
+  size_t argc = 4;
+  napi_value argv[4];
+  bool is_array = false, adaptive = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || argc > 4 ||
+      napi_is_array(env, argv[1], &is_array) != napi_ok || !is_array ||
+      (argc == 4 && napi_get_value_bool(env, argv[3], &adaptive) != napi_ok)) {
+    napi_throw_type_error(env, "EINVAL", "writeDirect(fd, buffers, position, adaptive?: boolean)");
     return NULL;
   }
   double fd_arg = integer_arg(env, argv[0], "fd");
@@ -304,7 +320,7 @@ napi_value direct_write(napi_env env, napi_callback_info info) {
     at += length;
   }
   job j = {.fd = fd, .src_fd = -1, .spans = spans, .n_spans = n};
-  int err = run_job(&j, (uint64_t)position, at);
+  int err = run_job(&j, (uint64_t)position, at, adaptive);
   free(spans);
   if (err != 0) return throw_errno(env, err, "writeDirect");
   napi_value result;
@@ -317,7 +333,7 @@ napi_value copy_direct(napi_env env, napi_callback_info info) {
   if (copy_args(env, info, "copyDirect(fdIn, positionIn, fdOut, positionOut, length)", args) != 0) return NULL;
   uint64_t out = (uint64_t)args[3], length = (uint64_t)args[4];
   job j = {.fd = (int)args[2], .src_fd = (int)args[0], .src_delta = (int64_t)args[1] - (int64_t)out};
-  int err = length == 0 ? 0 : run_job(&j, out, out + length);
+  int err = length == 0 ? 0 : run_job(&j, out, out + length, false);
   if (err != 0) return throw_errno(env, err, "copyDirect");
   napi_value result;
   if (napi_create_double(env, args[4], &result) != napi_ok) return NULL;

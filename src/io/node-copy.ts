@@ -17,7 +17,7 @@ interface CopyAddon {
   /** Absent from builds before it was added. */
   privatePages?: (view: Uint8Array) => boolean;
   /** Absent from builds before it was added. Returns the bytes written straight from `buffers` (not bounced). */
-  writeDirect?: (fd: number, buffers: readonly Uint8Array[], position: number) => number;
+  writeDirect?: (fd: number, buffers: readonly Uint8Array[], position: number, adaptive?: boolean) => number;
   /** Absent from builds before it was added. */
   copyDirect?: (fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number) => number;
 }
@@ -85,14 +85,16 @@ export const directCounters = { calls: 0, fromMemory: 0, bounced: 0, refused: 0 
  * Write `buffers` back to back from `position` of `fd` bypassing the page cache (O_DIRECT for the whole pages of the
  * range, native/direct_write.c says why). False when that is not possible here (no addon, a build without it, not
  * Linux, a file system without direct I/O): the caller writes the same range through the page cache, over whatever
- * was written. Errors of the writes themselves (ENOSPC, EFBIG, ...) are thrown as raw errno errors.
+ * was written. Errors of the writes themselves (ENOSPC, EFBIG, ...) are thrown as raw errno errors. `adaptive`: a
+ * range of 1 MiB or more goes the way that cost this process less lately, direct or through the page cache (an addon
+ * built before the option ignores it and writes directly).
  */
-export function writeDirect(fd: number, buffers: readonly Uint8Array[], position: number): boolean {
+export function writeDirect(fd: number, buffers: readonly Uint8Array[], position: number, adaptive = false): boolean {
   const native = loadCopyAddon();
   if (typeof native?.writeDirect !== "function") return false;
   let fromMemory: number;
   try {
-    fromMemory = native.writeDirect(fd, buffers, position);
+    fromMemory = adaptive ? native.writeDirect(fd, buffers, position, true) : native.writeDirect(fd, buffers, position);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
     directCounters.refused++;
