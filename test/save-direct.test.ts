@@ -134,14 +134,15 @@ describe("saveFile with direct writes", () => {
     const want = fs.readFileSync(out);
     const fd = fs.openSync(out, "r+");
     try {
-      for (const [i, [position, length, shift]] of [
+      const calls: [position: number, length: number, shift: number][] = [
         [0, 5 << 20, 0],
         [(6 << 20) + 3, (4 << 20) + 4097, 1],
         [(12 << 20) + 4096, 6 << 20, 4096],
         [(20 << 20) + 511, (5 << 20) + 1, 7],
         [(30 << 20) + 1, 8 << 20, 0],
         [size - (2 << 20), 5 << 20, 3],
-      ].entries()) {
+      ];
+      for (const [i, [position, length, shift]] of calls.entries()) {
         const backing = fill(length + shift, i + 21);
         assert.equal(writeDirect(fd, [backing.subarray(shift)], position, true), true);
         if (position + length > want.length) {
