@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,8 +68,9 @@ typedef struct {
   atomic_uint_fast64_t next;
   atomic_uint_fast64_t from_memory;
   atomic_int err;
-  bool learn; /* each write's cost recorded for `way` (write_way_record) */
-  int way;
+  /* Adaptive calls: a descriptor of the file without O_DIRECT (its own open file description), else -1. Each piece
+   * then goes the way write_way_choose picks, and its cost is recorded. */
+  int buffered_fd;
 } job;
 
 /* The span holding output byte `at` (spans are sorted, back to back, none empty). */
@@ -116,7 +118,7 @@ static int fill(const job *j, uint64_t at, uint64_t length, uint8_t *into) {
  * (the device's queue filling, the host's pages) is seen.
  */
 #define EXPLORE 16
-/* Ranges shorter than this are not learned from, and go directly (the LoRA bake writes 2 MiB blocks). */
+/* Adaptive ranges shorter than this go directly (the LoRA bake writes 2 MiB blocks). */
 #define LEARN_BYTES ((uint64_t)1 << 20)
 static atomic_uint_fast64_t way_cost[2];
 static atomic_uint_fast64_t ways_chosen;
@@ -173,6 +175,16 @@ int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at) {
   return 0;
 }
 
+/* `length` bytes (whole pages) written at `at`: directly, or for an adaptive call the way that cost less lately. */
+static int write_way(const job *j, const uint8_t *from, uint64_t length, uint64_t at) {
+  if (j->buffered_fd < 0) return write_all(j->fd, from, length, at);
+  int way = write_way_choose();
+  uint64_t began = write_way_now();
+  int err = write_all(way == WAY_DIRECT ? j->fd : j->buffered_fd, from, length, at);
+  if (err == 0) write_way_record(way, write_way_now() - began, length);
+  return err;
+}
+
 static void *writer(void *arg) {
   job *j = arg;
   uint8_t *bounce = NULL;
@@ -190,9 +202,7 @@ static void *writer(void *arg) {
     }
     int err = 0;
     if (direct) {
-      uint64_t began = j->learn ? write_way_now() : 0;
-      err = write_all(j->fd, from, length, at);
-      if (err == 0 && j->learn) write_way_record(j->way, write_way_now() - began, length);
+      err = write_way(j, from, length, at);
     } else if (bounce == NULL && posix_memalign((void **)&bounce, ALIGN, BOUNCE) != 0) {
       bounce = NULL;
       err = ENOMEM;
@@ -200,9 +210,7 @@ static void *writer(void *arg) {
       for (uint64_t done = 0; done < length && err == 0; done += BOUNCE) {
         uint64_t take = length - done < BOUNCE ? length - done : BOUNCE;
         err = fill(j, at + done, take, bounce);
-        uint64_t began = j->learn ? write_way_now() : 0;
-        if (err == 0) err = write_all(j->fd, bounce, take, at + done);
-        if (err == 0 && j->learn) write_way_record(j->way, write_way_now() - began, take);
+        if (err == 0) err = write_way(j, bounce, take, at + done);
       }
     }
     if (err != 0) {
@@ -248,13 +256,17 @@ static int run_job(job *j, uint64_t start, uint64_t stop, bool adaptive) {
     if (fstat(j->fd, &st) != 0) err = errno;
     else if ((uint64_t)st.st_size < stop && ftruncate(j->fd, (off_t)stop) != 0) err = errno;
     int flags = err != 0 ? -1 : fcntl(j->fd, F_GETFL);
-    /* `adaptive`: the way that cost less lately (write_way_choose), learned from ranges of a piece or more. */
-    j->learn = adaptive && end - begin >= LEARN_BYTES;
-    int way = j->way = j->learn ? write_way_choose() : WAY_DIRECT;
     if (err != 0) {
-    } else if (flags < 0 || (way == WAY_DIRECT && fcntl(j->fd, F_SETFL, flags | O_DIRECT) != 0)) {
+    } else if (flags < 0 || fcntl(j->fd, F_SETFL, flags | O_DIRECT) != 0) {
       err = errno;
     } else {
+      /* `adaptive`: a second open file description without O_DIRECT for the pieces that go through the page cache
+       * (the flag belongs to the description; without /proc, every piece goes directly). */
+      if (adaptive && end - begin >= LEARN_BYTES) {
+        char name[64];
+        snprintf(name, sizeof name, "/proc/self/fd/%d", j->fd);
+        j->buffered_fd = open(name, O_WRONLY | O_CLOEXEC);
+      }
       pthread_t threads[THREADS - 1];
       bool started[THREADS - 1] = {false};
       for (int i = 0; i < THREADS - 1; i++) started[i] = pthread_create(&threads[i], NULL, writer, j) == 0;
@@ -262,7 +274,9 @@ static int run_job(job *j, uint64_t start, uint64_t stop, bool adaptive) {
       for (int i = 0; i < THREADS - 1; i++)
         if (started[i]) pthread_join(threads[i], NULL);
       err = atomic_load(&j->err);
-      if (way == WAY_DIRECT && fcntl(j->fd, F_SETFL, flags) != 0 && err == 0) err = errno;
+      if (j->buffered_fd >= 0) close(j->buffered_fd);
+      j->buffered_fd = -1;
+      if (fcntl(j->fd, F_SETFL, flags) != 0 && err == 0) err = errno;
     }
 #else
     err = EINVAL; /* no O_DIRECT here (macOS has F_NOCACHE, a hint only) */
@@ -319,7 +333,7 @@ napi_value direct_write(napi_env env, napi_callback_info info) {
     else spans[n++] = (span){data, at, length};
     at += length;
   }
-  job j = {.fd = fd, .src_fd = -1, .spans = spans, .n_spans = n};
+  job j = {.fd = fd, .src_fd = -1, .spans = spans, .n_spans = n, .buffered_fd = -1};
   int err = run_job(&j, (uint64_t)position, at, adaptive);
   free(spans);
   if (err != 0) return throw_errno(env, err, "writeDirect");
@@ -332,7 +346,7 @@ napi_value copy_direct(napi_env env, napi_callback_info info) {
   double args[5];
   if (copy_args(env, info, "copyDirect(fdIn, positionIn, fdOut, positionOut, length)", args) != 0) return NULL;
   uint64_t out = (uint64_t)args[3], length = (uint64_t)args[4];
-  job j = {.fd = (int)args[2], .src_fd = (int)args[0], .src_delta = (int64_t)args[1] - (int64_t)out};
+  job j = {.fd = (int)args[2], .src_fd = (int)args[0], .src_delta = (int64_t)args[1] - (int64_t)out, .buffered_fd = -1};
   int err = length == 0 ? 0 : run_job(&j, out, out + length, false);
   if (err != 0) return throw_errno(env, err, "copyDirect");
   napi_value result;
