@@ -129,6 +129,11 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * Each piece written the way that cost less lately, direct or through the page cache (native/direct_write.c's
  * write_way_choose), A/B against 5b95a87 at load 4.6-5.3 (2026-12-03 06:23-06:25, the command above, same bytes):
  * 4.37-5.33 s wall (1.1-1.3 s user + 3.1-3.4 s system CPU) against 6.26-10.50 s (1.5-1.6 + 0.9-1.2 s).
+ * With the adaptive writes (45b9736), on a quiet machine, 2026-12-03 07:12-07:15 (load 1.3-1.5, `npm run bench --
+ * --runs 1 --timeout 900 --only merge_linear,lora_bake`): ours 7399 ms and 91.6 MiB, mergekit 28461 ms and 7828 MiB:
+ * 3.85x (goal 10x: **lost**), RSS 1/85 of mergekit's (held); `cp` of one model's file in the same run 3777 ms (the
+ * disk's bound: 10x of mergekit, 2.85 s, is below it). Each side runs after another side's 2.37 GiB output was
+ * written, whose writeback shares the disk: the cp line took 1.0-1.5 s alone on this host.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -197,6 +202,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * 196.6 MiB, PEFT 36934 ms (32677-40393) and 2869 MiB: 6.59x (goal 2x: held); RSS within 256 MiB (held).
  * On a quiet machine, same run as merge_linear's of 2026-12-03 05:40-05:43 (commit 5b95a87, the slower disk): ours
  * 9546 ms and 192.8 MiB, PEFT 26387 ms and 2871 MiB: 2.76x (goal 2x: held); RSS within 256 MiB (held).
+ * With the adaptive writes, same run as merge_linear's of 07:12-07:15: ours 8944 ms and 195.6 MiB, PEFT 27695 ms and
+ * 2868 MiB: 3.10x (goal 2x: held); RSS held.
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
