@@ -15,9 +15,9 @@
  * thread first.
  * Four threads keep several writes in flight (each direct write waits for the device).
  *
- * With `adaptive` (the merges' and bakes' workers, io/node-chunk-io.ts), a range of 1 MiB or more of whole pages goes
- * the way that cost less lately instead, direct or through the page cache (write_way_choose, below): which is faster
- * depends on the machine, and on a VM on its history.
+ * With `adaptive` (saveFile, and the merges', bakes' and GGUF converter's workers), each piece of a range of 1 MiB
+ * or more of whole pages goes the way that cost less lately instead, direct or through the page cache
+ * (write_way_choose, below): which is faster depends on the machine, and on a VM on its history.
  *
  * The descriptor's O_DIRECT flag is set for the call and restored after it. EINVAL means "direct I/O is not
  * possible here" (a file system without it, an unusual alignment): nothing is promised about what was written, and
@@ -117,13 +117,14 @@ static int fill(const job *j, uint64_t at, uint64_t length, uint8_t *into) {
  * Until both ways are measured, writes alternate; afterwards one in EXPLORE goes the dearer way, so that a change
  * (the device's queue filling, the host's pages) is seen.
  */
+enum { WAY_DIRECT = 0, WAY_BUFFERED = 1 };
 #define EXPLORE 16
 /* Adaptive ranges shorter than this go directly (the LoRA bake writes 2 MiB blocks). */
 #define LEARN_BYTES ((uint64_t)1 << 20)
 static atomic_uint_fast64_t way_cost[2];
 static atomic_uint_fast64_t ways_chosen;
 
-int write_way_choose(void) {
+static int write_way_choose(void) {
   uint64_t n = atomic_fetch_add(&ways_chosen, 1);
   uint64_t direct = atomic_load(&way_cost[WAY_DIRECT]), buffered = atomic_load(&way_cost[WAY_BUFFERED]);
   if (direct == 0 && buffered == 0) return (int)(n & 1);
@@ -132,13 +133,13 @@ int write_way_choose(void) {
   return n % EXPLORE == EXPLORE - 1 ? 1 - best : best;
 }
 
-void write_way_record(int way, uint64_t ns, uint64_t bytes) {
+static void write_way_record(int way, uint64_t ns, uint64_t bytes) {
   if (bytes == 0) return;
   uint64_t cost = (uint64_t)((double)ns * (double)(1 << 20) / (double)bytes) + 1, old = atomic_load(&way_cost[way]);
   atomic_store(&way_cost[way], old == 0 ? cost : (old * 3 + cost) / 4 + 1);
 }
 
-uint64_t write_way_now(void) {
+static uint64_t write_way_now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -175,14 +176,18 @@ int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at) {
   return 0;
 }
 
+int write_cheaper(int direct_fd, int buffered_fd, const uint8_t *from, uint64_t length, uint64_t at) {
+  int way = write_way_choose();
+  uint64_t began = write_way_now();
+  int err = write_all(way == WAY_DIRECT ? direct_fd : buffered_fd, from, length, at);
+  if (err == 0) write_way_record(way, write_way_now() - began, length);
+  return err;
+}
+
 /* `length` bytes (whole pages) written at `at`: directly, or for an adaptive call the way that cost less lately. */
 static int write_way(const job *j, const uint8_t *from, uint64_t length, uint64_t at) {
   if (j->buffered_fd < 0) return write_all(j->fd, from, length, at);
-  int way = write_way_choose();
-  uint64_t began = write_way_now();
-  int err = write_all(way == WAY_DIRECT ? j->fd : j->buffered_fd, from, length, at);
-  if (err == 0) write_way_record(way, write_way_now() - began, length);
-  return err;
+  return write_cheaper(j->fd, j->buffered_fd, from, length, at);
 }
 
 static void *writer(void *arg) {
@@ -238,8 +243,8 @@ static int write_edge(const job *j, uint64_t from, uint64_t to) {
 }
 
 /*
- * Output bytes [start, stop) of `j` written: O_DIRECT for its whole pages (the descriptor's flags restored after),
- * the partial pages at both ends through the page cache. An errno, or 0.
+ * Output bytes [start, stop) of `j` written: O_DIRECT for its whole pages (the descriptor's flags restored after;
+ * `adaptive`: each piece the cheaper way), the partial pages at both ends through the page cache. An errno, or 0.
  */
 static int run_job(job *j, uint64_t start, uint64_t stop, bool adaptive) {
   uint64_t begin = (start + ALIGN - 1) / ALIGN * ALIGN, end = stop / ALIGN * ALIGN;

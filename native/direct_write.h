@@ -16,13 +16,8 @@ int read_all(int fd, uint8_t *into, uint64_t length, uint64_t from);
 /* `length` bytes of `from` written at `at` of `fd` (pwrite, EINTR retried): 0 or an errno. */
 int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at);
 
-/* The two ways a large write reaches a file: straight to the device (O_DIRECT) or through the page cache. */
-enum { WAY_DIRECT = 0, WAY_BUFFERED = 1 };
-/* The way the next large write should take: the one that cost less lately (direct_write.c says how it is measured). */
-int write_way_choose(void);
-/* What a write of `bytes` taken `way` cost, in nanoseconds from its start to its end. */
-void write_way_record(int way, uint64_t ns, uint64_t bytes);
-/* Nanoseconds of CLOCK_MONOTONIC. */
-uint64_t write_way_now(void);
+/* `length` bytes of `from` written at `at` the way that cost less lately (direct_write.c says how that is measured):
+ * through `direct_fd` (O_DIRECT) or `buffered_fd` (the page cache). 0 or an errno. */
+int write_cheaper(int direct_fd, int buffered_fd, const uint8_t *from, uint64_t length, uint64_t at);
 
 #endif

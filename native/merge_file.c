@@ -14,7 +14,7 @@
  * created per call, the chunk copied into it) took 2.1 s user + 3.7-4.6 s system CPU, 5.6-6.3 s wall; the
  * figures of this path are in bench/figures/merge-models.ts.
  *
- * Each piece goes to the file the way that wrote the last large writes faster (write_way_choose, direct_write.c):
+ * Each piece goes to the file the way that wrote the last large writes faster (write_cheaper, direct_write.c):
  * this merge on the host of 2026-12-03 took 6.2-8.4 s wall with direct writes only, 2.75-5.8 s with buffered ones
  * only (A/B, load 4-6).
  *
@@ -76,15 +76,6 @@ static int merge_range(const merge_job *j, uint64_t from, uint64_t to, uint8_t *
   return 0;
 }
 
-/* `length` bytes (a whole number of pages at a page-aligned position) written the way that costs less lately. */
-static int write_piece(const merge_job *j, const uint8_t *piece, uint64_t length, uint64_t at) {
-  int way = write_way_choose();
-  uint64_t start = write_way_now();
-  int err = write_all(way == WAY_DIRECT ? j->direct_fd : j->buffered_fd, piece, length, at);
-  if (err == 0) write_way_record(way, write_way_now() - start, length);
-  return err;
-}
-
 static void fail(merge_job *j, int err) {
   int none = 0;
   atomic_compare_exchange_strong(&j->err, &none, err);
@@ -139,7 +130,7 @@ static void *merge_worker(void *arg) {
     if (at >= j->end) break;
     uint64_t length = j->end - at < PIECE ? j->end - at : PIECE;
     int err = merge_range(j, at, at + length, piece, in);
-    if (err == 0) err = write_piece(j, piece, length, at);
+    if (err == 0) err = write_cheaper(j->direct_fd, j->buffered_fd, piece, length, at);
     if (err != 0) {
       fail(j, err);
       break;
