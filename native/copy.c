@@ -6,9 +6,11 @@
  *   privatePages(view)                                      -> whether any page under the view is private
  *   writeDirect(fd, buffers, position)                      -> bytes written, bypassing the page cache (direct_write.c)
  *   copyDirect(fdIn, positionIn, fdOut, positionOut, length) -> length, the same direct writes from the input's bytes
+ *   preallocate(fd, length)                                 -> whether the file's first `length` bytes now have disk
+ *                                                              blocks (fallocate; below says why)
  *
- * and SIMD kernels of the GGUF converter (q8FromF16), of model merges (mergeLinear16, and mergeLinear16File from
- * file to file: merge_file.c) and LoRA bakes
+ * and SIMD kernels of the GGUF converter (q8FromF16), of model merges (mergeLinear16, and mergeLinear16FileAsync from
+ * file to file on libuv's pool: merge_file.c) and LoRA bakes
  * (halfToFloat32, float32ToHalf, loraAddLowRank) and TIES (keepSortedMagnitudes, subtract16, consensus2), on the calling
  * thread.
  *
@@ -71,6 +73,45 @@ static napi_value copy_range(napi_env env, napi_callback_info info) {
 #else
   return throw_errno(env, ENOSYS, "copy_file_range");
 #endif
+}
+
+/*
+ * preallocate(fd, length): give the file disk blocks for its first `length` bytes (extending it to `length` if it is
+ * shorter) with fallocate(2), before a large output is written into it. Why, on ext4 (the usual Linux file system):
+ * - a file whose blocks are still to be allocated when it is renamed over an existing one is flushed by the rename
+ *   (ext4's auto_da_alloc: it starts writeback of the whole file and waits to queue it), so replacing an existing
+ *   2.37 GiB merge output took 4.7 s in the rename alone on the 2-vCPU VM of 2026-12-03, against 0.05 s for a file
+ *   preallocated first (`mv` over an existing file after dd, measured both ways);
+ * - direct writes into allocated blocks share the file's lock instead of taking it alone;
+ * - a disk too small fails here, before anything is written, not after gigabytes.
+ * False when the file system or OS cannot (EOPNOTSUPP, ENODEV, not Linux...): the caller sizes the file with
+ * ftruncate. ENOSPC, EDQUOT and EFBIG, which the writes would meet too, are thrown with their errno names.
+ */
+static napi_value preallocate(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 2) {
+    napi_throw_type_error(env, "EINVAL", "preallocate(fd, length)");
+    return NULL;
+  }
+  double fd = integer_arg(env, argv[0], "fd"), length = integer_arg(env, argv[1], "length");
+  if (fd < 0 || length < 0) return NULL;
+  bool done = false;
+#ifdef __linux__
+  if (length > 0) {
+    int rc;
+    do rc = fallocate((int)fd, 0, 0, (off_t)length);
+    while (rc != 0 && errno == EINTR);
+    /* Only what the writes would meet too is an error; anything else (EOPNOTSUPP, ENODEV for a device or pipe...)
+     * leaves the writes to go as they would have. */
+    if (rc != 0 && (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) return throw_errno(env, errno, "fallocate");
+    done = rc == 0;
+  }
+#endif
+  napi_value result;
+  if (napi_get_boolean(env, done, &result) != napi_ok) return NULL;
+  return result;
 }
 
 /*
@@ -461,16 +502,19 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (napi_set_named_property(env, exports, "writeDirect", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "copyDirect", NAPI_AUTO_LENGTH, copy_direct, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "copyDirect", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "preallocate", NAPI_AUTO_LENGTH, preallocate, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "preallocate", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "q8FromF16", NAPI_AUTO_LENGTH, q8_from_f16, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "q8FromF16", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "mergeLinear16", NAPI_AUTO_LENGTH, merge_linear16_js, NULL, &fn) != napi_ok) {
     return NULL;
   }
   if (napi_set_named_property(env, exports, "mergeLinear16", fn) != napi_ok) return NULL;
-  if (napi_create_function(env, "mergeLinear16File", NAPI_AUTO_LENGTH, merge_linear16_file, NULL, &fn) != napi_ok) {
+  if (napi_create_function(env, "mergeLinear16FileAsync", NAPI_AUTO_LENGTH, merge_linear16_file_async, NULL, &fn) !=
+      napi_ok) {
     return NULL;
   }
-  if (napi_set_named_property(env, exports, "mergeLinear16File", fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "mergeLinear16FileAsync", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "halfToFloat32", NAPI_AUTO_LENGTH, half_to_float32, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "halfToFloat32", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "float32ToHalf", NAPI_AUTO_LENGTH, float32_to_half, NULL, &fn) != napi_ok) return NULL;

@@ -4,7 +4,7 @@
 
 #include <node_api.h>
 
-/* mergeLinear16File(fds, positions, weights, divisor, bf16, count, outPath, outPosition, threads). */
-napi_value merge_linear16_file(napi_env env, napi_callback_info info);
+/* mergeLinear16FileAsync(fds, positions, weights, divisor, bf16, count, outPath, outPosition, threads): a Promise. */
+napi_value merge_linear16_file_async(napi_env env, napi_callback_info info);
 
 #endif

@@ -174,12 +174,12 @@ test("merge kernels: the addon's 16-bit linear merge gives the pure kernels' byt
   assert.equal(cases, 2 * 2 * 3 * WEIGHT_SETS.length * 2 * 2);
 });
 
-test("merge kernels: the addon's 16-bit linear merge from file to file writes the in-memory kernel's bytes, and only them", (t) => {
+test("merge kernels: the addon's 16-bit linear merge from file to file writes the in-memory kernel's bytes, and only them", async (t) => {
   const file = nativeLinear16FileKernel();
   const memory = nativeLinear16Kernel();
   if (file === null || memory === null) {
     t.skip(
-      "the copy addon (build/Release/safetensors_copy.node, with mergeLinear16File) is not built: npm install builds it",
+      "the copy addon (build/Release/safetensors_copy.node, with mergeLinear16FileAsync) is not built: npm install builds it",
     );
     return;
   }
@@ -225,7 +225,15 @@ test("merge kernels: the addon's 16-bit linear merge from file to file writes th
         fs.writeFileSync(outPath, new Uint8Array(outLength).fill(0xab));
         for (const threads of [1, 3]) {
           const inputs = fds.map((fd, k) => ({ fd, position: c.at[k]! }));
-          const wrote = file(inputs, weights, divisor, c.dtype, c.count, { path: outPath, position: c.out }, threads);
+          const wrote = await file(
+            inputs,
+            weights,
+            divisor,
+            c.dtype,
+            c.count,
+            { path: outPath, position: c.out },
+            threads,
+          );
           if (!wrote) {
             t.skip(`no direct I/O in ${os.tmpdir()}`);
             return;
@@ -246,22 +254,67 @@ test("merge kernels: the addon's 16-bit linear merge from file to file writes th
           );
         }
         // An input shorter than its range: ENODATA, never a short or made-up output.
-        assert.throws(
-          () =>
-            file(
-              fds.map((fd, k) => ({ fd, position: c.at[k]! + 2 })),
-              weights,
-              divisor,
-              c.dtype,
-              c.count,
-              { path: outPath, position: c.out },
-              2,
-            ),
+        await assert.rejects(
+          file(
+            fds.map((fd, k) => ({ fd, position: c.at[k]! + 2 })),
+            weights,
+            divisor,
+            c.dtype,
+            c.count,
+            { path: outPath, position: c.out },
+            2,
+          ),
           (error: NodeJS.ErrnoException) => error.code === "ENODATA",
         );
       } finally {
         for (const fd of fds) fs.closeSync(fd);
       }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("merge kernels: two file merges at once on libuv's pool, into two halves of one output, write the kernel's bytes", async (t) => {
+  const file = nativeLinear16FileKernel();
+  const memory = nativeLinear16Kernel();
+  if (file === null || memory === null) {
+    t.skip("the copy addon (with mergeLinear16FileAsync) is not built: npm install builds it");
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "merge-file-async-"));
+  const rand = random(77);
+  try {
+    const count = (3 << 20) + 11;
+    const names = [0, 1].map((k) => {
+      const bytes = new Uint8Array(count * 2 + 6);
+      for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(rand() * 256);
+      const name = path.join(dir, `in${k}`);
+      fs.writeFileSync(name, bytes);
+      return name;
+    });
+    const fds = names.map((name) => fs.openSync(name, "r"));
+    try {
+      const weights = Float32Array.from([0.7, 0.3].map(rounder("BF16")));
+      const codes = names.map((name) => new Uint8Array(fs.readFileSync(name).subarray(6, 6 + count * 2)));
+      const want = new Uint8Array(count * 2);
+      memory(codes, weights, 1, "BF16", count, want);
+      const outPath = path.join(dir, "out");
+      fs.writeFileSync(outPath, new Uint8Array(count * 2 + 4098));
+      // Two calls at once into two halves of the output, as the merge runs them.
+      const half = Math.floor(count / 2);
+      const inputs = (first: number) => fds.map((fd) => ({ fd, position: 6 + first * 2 }));
+      const done = await Promise.all([
+        file(inputs(0), weights, 1, "BF16", half, { path: outPath, position: 4098 }, 2),
+        file(inputs(half), weights, 1, "BF16", count - half, { path: outPath, position: 4098 + half * 2 }, 2),
+      ]);
+      if (!done.every(Boolean)) {
+        t.skip(`no direct I/O in ${os.tmpdir()}`);
+        return;
+      }
+      assert.ok(Buffer.from(want).equals(fs.readFileSync(outPath).subarray(4098)));
+    } finally {
+      for (const fd of fds) fs.closeSync(fd);
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -14,7 +14,7 @@ import { isDeepStrictEqual } from "node:util";
 import { toFloat32 } from "../src/codecs/index.js";
 import { evaluateSetting } from "../src/merge/config.js";
 import { FloatBuffers } from "../src/merge/execute.js";
-import { mergeModels, parseMergeYaml } from "../src/merge/node-merge.js";
+import { mergeModels, nativeFileCounters, parseMergeYaml } from "../src/merge/node-merge.js";
 import { poolCounters } from "../src/merge/node-pool.js";
 import { loadFile } from "../src/read/node-files.js";
 import type { Tensor } from "../src/read/tensor.js";
@@ -238,13 +238,18 @@ async function assertSameOutputs(name: string, a: FixtureOptions | "kept", b: Fi
 
 test("element-wise merges on two workers (each reads, computes and writes its own chunks) give one thread's bytes", async () => {
   const before = poolCounters.fileTasks;
+  const nativeBefore = nativeFileCounters.tasks;
   for (const name of ELEMENT_WISE) {
     // One thread's output: the kept one (keptOptions). Chunks of 100 elements: every tensor is several file tasks, in
-    // flight on both workers at once.
+    // flight on both workers at once (16-bit linear ones: two addon tasks at once, no worker).
     assert.deepEqual(keptOptions(name), { threads: 1 }, name);
     await assertSameOutputs(name, "kept", { threads: 2, chunkElements: 100 });
   }
   assert.ok(poolCounters.fileTasks - before > 20, `${poolCounters.fileTasks - before} file tasks`);
+  // linear_bf16 and the BF16 slices are the addon's from file to file where it is built (and O_DIRECT works here).
+  if (fs.existsSync(path.join(repoRoot, "build/Release/safetensors_copy.node")) && process.platform === "linux") {
+    assert.ok(nativeFileCounters.tasks - nativeBefore > 20, `${nativeFileCounters.tasks - nativeBefore} addon tasks`);
+  }
 });
 
 test("whole-tensor merges written around the page cache (directWriteBytes 1) give the same bytes", async () => {

@@ -12,7 +12,7 @@ import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, test } from "node:test";
 import fc from "fast-check";
 import { readFullyAt, writeAtPath } from "../src/io/node-chunk-io.js";
-import { copyCounters, copyRange } from "../src/io/node-copy.js";
+import { copyCounters, copyRange, preallocate } from "../src/io/node-copy.js";
 import {
   createWriter,
   isSafetensorError,
@@ -262,6 +262,30 @@ describe("streaming writer", () => {
     again.commit();
     assert.deepEqual(new Uint8Array(fs.readFileSync(target())), serialize(tensors));
     throwsCode(() => again.claim("b", 0, 1), "Closed");
+  });
+
+  test("claim: the file gets its disk blocks at the first claim where the file system can (nothing for a rename to flush)", (t) => {
+    const probe = path.join(dir, "probe.bin");
+    const fd = fs.openSync(probe, "w");
+    let can: boolean;
+    try {
+      can = preallocate(fd, 1 << 20);
+      if (can) assert.equal(fs.fstatSync(fd).size, 1 << 20, "preallocate extends a shorter file");
+    } finally {
+      fs.closeSync(fd);
+    }
+    if (!can) {
+      t.skip(`no preallocation here (copy addon not built, not Linux, or ${os.tmpdir()} without fallocate)`);
+      return;
+    }
+    const writer = createWriter(target(), { a: { dtype: "U8", shape: [3 << 20] } });
+    const claimed = writer.claim("a", 0, 3 << 20);
+    const stat = fs.statSync(claimed.path);
+    assert.ok(stat.blocks * 512 >= stat.size, `${stat.blocks} blocks of 512 bytes for ${stat.size} bytes`);
+    writeAtPath(claimed.path, fill(3 << 20, 9), claimed.position);
+    writer.commit();
+    const bytes = new Uint8Array(fs.readFileSync(target()));
+    assert.deepEqual(bytes.subarray(bytes.length - (3 << 20)), fill(3 << 20, 9));
   });
 
   test("readFullyAt reads a whole range, and a file shorter than promised is SourceChanged", () => {

@@ -9,7 +9,7 @@
  */
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
-import { copyRange } from "../io/node-copy.js";
+import { copyRange, preallocate } from "../io/node-copy.js";
 import { AtomicFile, type AtomicWriteOptions, writeAllAt, writeError } from "../io/node-write.js";
 import {
   addOne,
@@ -94,7 +94,9 @@ export async function toGguf(model: string, out: string, options: ToGgufOptions 
     file = AtomicFile.create(out, options);
     const fd = file.fd;
     try {
-      // Sized first: the workers' direct writes would otherwise extend the file from two threads at once.
+      // Sized first: the workers' direct writes would otherwise extend the file from two threads at once. With its
+      // blocks where the file system can: the rename over an earlier file then has nothing to flush (node-copy.ts).
+      preallocate(fd, layout.fileSize);
       fs.ftruncateSync(fd, layout.fileSize);
       writeAllAt(fd, layout.header, 0);
     } catch (error) {

@@ -20,6 +20,8 @@ interface CopyAddon {
   writeDirect?: (fd: number, buffers: readonly Uint8Array[], position: number, adaptive?: boolean) => number;
   /** Absent from builds before it was added. */
   copyDirect?: (fdIn: number, positionIn: number, fdOut: number, positionOut: number, length: number) => number;
+  /** Absent from builds before it was added. */
+  preallocate?: (fd: number, length: number) => boolean;
 }
 
 /**
@@ -106,6 +108,19 @@ export function writeDirect(fd: number, buffers: readonly Uint8Array[], position
   directCounters.fromMemory += fromMemory;
   directCounters.bounced += total - fromMemory;
   return true;
+}
+
+/**
+ * Give the file open as `fd` disk blocks for its first `length` bytes (extending it to `length` if shorter) before a
+ * large output is written into it: on ext4 a file renamed over an existing one is otherwise flushed by the rename
+ * (seconds for gigabytes; native/copy.c's preallocate says more), and a disk too small fails now rather than midway.
+ * False when that is not possible here (no addon, not Linux, a file system without it, not a regular file): the
+ * caller sizes the file itself. ENOSPC, EDQUOT and EFBIG (which the writes would meet too) are thrown as raw errno
+ * errors.
+ */
+export function preallocate(fd: number, length: number): boolean {
+  const native = loadCopyAddon();
+  return typeof native?.preallocate === "function" ? native.preallocate(fd, length) : false;
 }
 
 /** errno names meaning "copy_file_range cannot do this pair of files": copy through memory instead. */

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs";
 import { fileRangeOf, type MappedFile } from "./file-views.js";
-import { copyRange, DIRECT_MIN_BYTES, maybeModified, writeDirect } from "./node-copy.js";
+import { copyRange, DIRECT_MIN_BYTES, maybeModified, preallocate, writeDirect } from "./node-copy.js";
 import { writeBuffersAt } from "./node-write.js";
 
 /**
@@ -70,7 +70,11 @@ function reopen(file: MappedFile): number | null {
 function writeMemoryAt(fd: number, buffers: readonly Uint8Array[], position: number, directMin: number): void {
   let total = 0;
   for (const buffer of buffers) total += buffer.length;
-  if (total > 0 && total >= directMin && writeDirect(fd, buffers, position, true)) return;
+  if (total > 0 && total >= directMin) {
+    // Blocks first where the file system can: the rename over an earlier file then has nothing to flush (node-copy.ts).
+    preallocate(fd, position + total);
+    if (writeDirect(fd, buffers, position, true)) return;
+  }
   writeBuffersAt(fd, buffers, position);
 }
 

@@ -21,7 +21,7 @@ import {
   type SerializeOptions,
   type TensorSpec,
 } from "../format/serialize.js";
-import { COPY_BUFFER_BYTES, copyRange } from "./node-copy.js";
+import { COPY_BUFFER_BYTES, copyRange, preallocate } from "./node-copy.js";
 import { AtomicFile, type AtomicWriteOptions, writeAllAt, writeError } from "./node-write.js";
 
 /** Options of `createWriter`: header limits, `fsync` and `mode`. */
@@ -228,6 +228,8 @@ class SafetensorsWriter {
       const region = this.#region(name);
       const at = this.#reserve(region, offset, length);
       if (!this.#sized) {
+        // Blocks first where the file system can (the rename at commit then has nothing to flush: node-copy.ts).
+        preallocate(this.#file.fd, this.layout.totalLength);
         fs.ftruncateSync(this.#file.fd, this.layout.totalLength);
         this.#sized = true;
       }

@@ -5,6 +5,7 @@
  * in place with the index, config.json and tokenizer files (old directory or new, never a mix: `shards/save-commit`).
  */
 import { createRequire } from "node:module";
+import { availableParallelism } from "node:os";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
@@ -26,7 +27,7 @@ import {
   linear16Params,
   type MergeReader,
 } from "./execute.js";
-import { installNativeKernels, nativeLinear16FileKernel } from "./node-native.js";
+import { installNativeKernels, type Linear16FileKernel, nativeLinear16FileKernel } from "./node-native.js";
 import { outputBytes, sideFilesOf, type TensorTarget, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
 import { ChunkPool, Flight } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
@@ -193,8 +194,11 @@ async function writeMerge(
   // bytes, peak RSS 105 MiB.
   const located = (job: TensorJob) => job.inputs.map((input) => sources.get(input.model)!.locate(input.name));
   const inFiles = (job: TensorJob) => !isCopy(job) && isElementWise(job) && located(job).every((at) => at !== null);
+  // A 16-bit linear merge over local files is the addon's from file to file, started from here (no worker needed).
+  const linearFile = nativeLinear16FileKernel();
+  const nativeFile = (job: TensorJob) => linearFile !== null && inFiles(job) && linear16Params(job) !== null;
   const needsPool = plan.jobs.some(
-    (job) => inFiles(job) || (!isCopy(job) && !(isElementWise(job) && hasFastChunkKernel(job))),
+    (job) => (inFiles(job) && !nativeFile(job)) || (!isCopy(job) && !(isElementWise(job) && hasFastChunkKernel(job))),
   );
   const pool = needsPool ? ChunkPool.create(options.threads) : null;
   const compute =
@@ -204,7 +208,7 @@ async function writeMerge(
           hasFastChunkKernel(job) ? Promise.resolve(computeChunk(job, raws, count)) : pool.compute(job, raws, count);
   const chunkElements = options.chunkElements ?? DEFAULT_CHUNK_ELEMENTS;
   // A 16-bit linear merge that the addon does from file to file takes larger tasks (its pieces are its own).
-  const fileLinear = nativeLinear16FileKernel() !== null;
+  const fileLinear = linearFile !== null;
   const taskElements = (job: TensorJob) =>
     fileLinear && linear16Params(job) !== null
       ? (options.chunkElements ?? DEFAULT_FILE_LINEAR_ELEMENTS)
@@ -223,6 +227,17 @@ async function writeMerge(
       const length = outputBytes([tensor]);
       target.copyFrom(at[0]!.fd, at[0]!.position, length, 0);
       report(length, length);
+    } else if (nativeFile(job)) {
+      await nativeFileChunks(
+        job,
+        at as { fd: number; position: number }[],
+        linearFile!,
+        target,
+        taskElements(job),
+        options.threads ?? Math.min(availableParallelism(), DEFAULT_NATIVE_FILE_TASKS),
+        report,
+        options.signal,
+      );
     } else if (pool !== null && inFiles(job)) {
       await fileChunks(
         job,
@@ -295,6 +310,84 @@ function writePiece(
   } catch (error) {
     throw writeError(error, "cannot write the output");
   }
+}
+
+/** How many tasks the addon merged from file to file in this thread's merges (for tests). */
+export const nativeFileCounters = { tasks: 0 };
+
+/**
+ * Native file tasks in flight at once by default (each with NATIVE_FILE_THREADS threads): the CPUs, at most this,
+ * as the merge pool's workers.
+ */
+const DEFAULT_NATIVE_FILE_TASKS = 4;
+
+/**
+ * Threads of each native file task: with two tasks at once, four, so that while one thread waits for its write the
+ * others read and merge.
+ */
+const NATIVE_FILE_THREADS = 2;
+
+/**
+ * A 16-bit linear merge over local files, task by task by the addon from file to file on libuv's pool, `tasks` at
+ * once. A task the addon cannot do here (no direct I/O on this file system) is read, merged and written by this thread.
+ */
+async function nativeFileChunks(
+  job: TensorJob,
+  inputs: readonly { fd: number; position: number }[],
+  merge: Linear16FileKernel,
+  target: TensorTarget,
+  chunkElements: number,
+  tasks: number,
+  report: (read: number, written: number) => void,
+  signal?: AbortSignal,
+): Promise<void> {
+  const count = elementCount(job.shape);
+  const params = linear16Params(job)!;
+  const flight = new Flight(tasks);
+  for (let first = 0; first < count; first += chunkElements) {
+    if (signal?.aborted) {
+      await flight.drain();
+      throwIfAborted(signal);
+    }
+    const n = Math.min(chunkElements, count - first);
+    const at = inputs.map((input) => ({ fd: input.fd, position: input.position + first * 2 }));
+    const out = target.claim(first * 2, n * 2);
+    const task = merge(at, params.weights, params.divisor, params.dtype, n, out, NATIVE_FILE_THREADS).then(
+      async (done) => {
+        if (done) nativeFileCounters.tasks++;
+        else await mergeHere(job, at, n, out);
+        report(n * 2 * inputs.length, n * 2);
+      },
+    );
+    await flight.add(
+      task.catch((error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code === "ENODATA") {
+          throw new SafetensorError("SourceChanged", "an input ends before its header's end");
+        }
+        throw writeError(error, "cannot write the output");
+      }),
+    );
+  }
+  await flight.drain();
+}
+
+/** One chunk of an element-wise job read, computed and written by this thread. */
+async function mergeHere(
+  job: TensorJob,
+  inputs: readonly { fd: number; position: number }[],
+  count: number,
+  out: { path: string; position: number },
+): Promise<void> {
+  const raws = await Promise.all(
+    inputs.map(async (input, i) => {
+      const into = new Uint8Array(count * elementBytes(job.inputs[i]!.dtype));
+      await readFullyAtAsync(input.fd, into, input.position).catch((error: unknown) => {
+        throw ioError(error, "cannot read an input");
+      });
+      return into;
+    }),
+  );
+  writeAtPath(out.path, computeChunk(job, raws, count), out.position);
 }
 
 /**

@@ -30,8 +30,8 @@ interface MergeAddon {
     count: number,
     dst: Uint8Array,
   ): number;
-  /** Absent from builds before it was added. */
-  mergeLinear16File?: (
+  /** The linear merge from file to file on a thread of libuv's pool (absent from builds before it was added). */
+  mergeLinear16FileAsync?: (
     fds: readonly number[],
     positions: readonly number[],
     weights: Float32Array,
@@ -41,7 +41,7 @@ interface MergeAddon {
     outPath: string,
     outPosition: number,
     threads: number,
-  ) => number;
+  ) => Promise<number>;
   halfToFloat32(src: Uint8Array, bf16: boolean, count: number, dst: Float32Array): number;
   float32ToHalf(src: Float32Array, bf16: boolean, count: number, dst: Uint8Array): number;
   loraAddLowRank(
@@ -111,9 +111,9 @@ export function nativeLinear16Kernel(): Linear16Kernel | null {
 
 /**
  * A linear merge of 16-bit inputs from file to file (`count` elements of each input, read from its descriptor at its
- * position, written at `outPosition` of the file at `outPath`), with `threads` threads: the bytes of the
- * `Linear16Kernel`. False when that is not possible here (EINVAL: no direct I/O on this file system); other errors
- * (ENOSPC, ENODATA when an input ends early) are thrown as raw errno errors.
+ * position, written at `outPosition` of the file at `outPath`), with `threads` threads, on a thread of libuv's pool:
+ * the bytes of the `Linear16Kernel`. Resolves false when that is not possible here (EINVAL: no direct I/O on this
+ * file system); other errors (ENOSPC, ENODATA when an input ends early) reject as raw errno errors.
  */
 export type Linear16FileKernel = (
   inputs: readonly { fd: number; position: number }[],
@@ -123,35 +123,31 @@ export type Linear16FileKernel = (
   count: number,
   out: { path: string; position: number },
   threads: number,
-) => boolean;
+) => Promise<boolean>;
 
-/**
- * The native linear merge from file to file (native/merge_file.c), or null (no addon, an addon built before it,
- * SAFETENSORS_NO_NATIVE=1).
- */
+/** The native linear merge from file to file (native/merge_file.c), or null (no addon, an addon built before it). */
 export function nativeLinear16FileKernel(): Linear16FileKernel | null {
-  const a = addon();
-  const merge = a?.mergeLinear16File;
+  const merge = addon()?.mergeLinear16FileAsync;
   if (merge === undefined) return null;
-  return (inputs, weights, divisor, dtype, count, out, threads) => {
-    try {
-      merge(
-        inputs.map((input) => input.fd),
-        inputs.map((input) => input.position),
-        weights,
-        divisor ?? Number.NaN,
-        dtype === "BF16",
-        count,
-        out.path,
-        out.position,
-        threads,
-      );
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "EINVAL") return false;
-      throw error;
-    }
-  };
+  return (inputs, weights, divisor, dtype, count, out, threads) =>
+    merge(
+      inputs.map((input) => input.fd),
+      inputs.map((input) => input.position),
+      weights,
+      divisor ?? Number.NaN,
+      dtype === "BF16",
+      count,
+      out.path,
+      out.position,
+      threads,
+    ).then(
+      () => true,
+      (error: unknown) => {
+        // EINVAL: not possible here (no direct I/O on this file system, an odd position).
+        if ((error as NodeJS.ErrnoException).code === "EINVAL") return false;
+        throw error;
+      },
+    );
 }
 
 const DELTA_DTYPES = { F32: 0, F16: 1, BF16: 2 } as const;

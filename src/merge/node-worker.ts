@@ -3,12 +3,11 @@
  * pure code as the main thread (`computeChunk`, `bakeBlock`) and hands the encoded bytes back (transferred).
  */
 import { parentPort } from "node:worker_threads";
-import { SafetensorError } from "../format/errors.js";
 import { readFullyAt, writeAtPath } from "../io/node-chunk-io.js";
 import { writeError } from "../io/node-write.js";
-import { computeChunk, linear16Params, type SparsifyTask, sparsifyDelta } from "./execute.js";
+import { computeChunk, type SparsifyTask, sparsifyDelta } from "./execute.js";
 import { type BakeBlock, BakeScratch, bakeBlock } from "./lora.js";
-import { installNativeKernels, nativeLinear16FileKernel } from "./node-native.js";
+import { installNativeKernels } from "./node-native.js";
 import type { FileTask } from "./node-pool.js";
 import type { TensorJob } from "./plan.js";
 
@@ -18,38 +17,16 @@ type Request =
   | { id: number; kind: "sparsify"; task: SparsifyTask }
   | { id: number; kind: "file"; task: FileTask };
 
-/**
- * Threads of each native linear merge task (this one included): with the pool's two workers, four, so that while one
- * thread waits for its direct write to reach the device the others read and merge.
- */
-const LINEAR_FILE_THREADS = 2;
-
 /** Read buffers of file tasks, one per input, reused from task to task (a fresh one each time is zeroed first). */
 const readBuffers: Uint8Array[] = [];
 const bakeScratch = new BakeScratch();
 
-const linearFile = nativeLinear16FileKernel();
-
 /**
- * A file task: read its ranges, compute, write the result at its place in the output; the bytes written. A 16-bit
- * linear merge is done by the addon from file to file where it can (native/merge_file.c), its bytes never in here.
+ * A file task: read its ranges, compute, write the result at its place in the output; the bytes written. (A 16-bit
+ * linear merge the addon can do goes from file to file without a worker: node-merge.ts's nativeFileChunks.)
  */
 function fileTask(task: FileTask): number {
   const c = task.compute;
-  const linear = c.kind === "chunk" && linearFile !== null ? linear16Params(c.job) : null;
-  if (linear !== null && c.kind === "chunk") {
-    const inputs = task.reads.map((range) => ({ fd: range.fd, position: range.position }));
-    try {
-      if (linearFile!(inputs, linear.weights, linear.divisor, linear.dtype, c.count, task.out, LINEAR_FILE_THREADS)) {
-        return c.count * 2;
-      }
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENODATA") {
-        throw new SafetensorError("SourceChanged", "an input ends before its header's end");
-      }
-      throw writeError(error, "cannot write the output");
-    }
-  }
   const raws = task.reads.map((range, i) => {
     if ((readBuffers[i]?.length ?? 0) < range.length) readBuffers[i] = new Uint8Array(range.length);
     const into = readBuffers[i]!.subarray(0, range.length);
