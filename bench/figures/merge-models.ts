@@ -79,6 +79,7 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
     },
     reference: { kind: "process", argv: (ctx) => mergekit(ctx, config, path.join(ctx.scratch, "mergekit")) },
     referenceExtras: [CP_MODEL],
+    freshOutputs: true,
     goal,
   });
 }
@@ -234,5 +235,6 @@ export const loraBake = defineFigure<void>({
       path.join(ctx.scratch, "peft"),
     ],
   },
+  freshOutputs: true,
   goal: { ratio: 2, rssMaxMib: 256 },
 });

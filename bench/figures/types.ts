@@ -102,6 +102,14 @@ export interface Figure {
   libraryInWindow?: boolean;
   /** Whole-process figures: both sides must print byte-identical stdout (checked once per run). */
   sameStdout?: boolean;
+  /**
+   * Whole-process figures that write large outputs: before every run of every side (warm-up included) the scratch
+   * directory is emptied and `sync` run, untimed (hyperfine's `--prepare`), so that no run pays for deleting an earlier
+   * run's output or for writing back another side's. Both cost seconds for gigabytes on the bench VM: its file system
+   * discards freed blocks synchronously (`rm` of a 2.37 GiB file 1.4-1.8 s), and another side's dirty pages share the
+   * disk with the run that follows.
+   */
+  freshOutputs?: boolean;
   /** Reported in its own table (import time) rather than in the main one. */
   section?: "main" | "import";
   // biome-ignore lint/suspicious/noExplicitAny: the state type is private to each figure (see defineFigure)

@@ -3,6 +3,7 @@
  * (so the page cache is warm for everyone), then `runs` counted rounds in which each side runs once, in an order
  * rotated every round: the sides are interleaved, so drift in the machine's load hits them alike.
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -147,8 +148,15 @@ export function measureFigure(figure: Figure, env: MeasureEnv): FigureResult {
   const isProcess = (key: string) =>
     key.startsWith("ours:") ? figure.ours.kind === "process" : figure.reference.kind === "process";
 
+  const prepare = () => {
+    if (!figure.freshOutputs) return;
+    fs.rmSync(env.files.scratch, { recursive: true, force: true });
+    fs.mkdirSync(env.files.scratch, { recursive: true });
+    spawnSync("sync", { stdio: "ignore" });
+  };
   for (const [key, side] of sides) {
     progress(`${side.label}: warm-up`);
+    prepare();
     const run = side.once(isProcess(key));
     if (!run.result.ok) {
       const status = run.result.unavailable ? "unavailable" : "failed";
@@ -167,6 +175,7 @@ export function measureFigure(figure: Figure, env: MeasureEnv): FigureResult {
     const order = live.map((_, i) => live[(i + round) % live.length]!);
     for (const key of order) {
       const side = sides.get(key)!;
+      prepare();
       const run = side.once(false);
       const r = run.result;
       if (r.ok && typeof r.ms === "number") {
