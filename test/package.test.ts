@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { after, describe, test } from "node:test";
 import { runInNewContext } from "node:vm";
@@ -27,6 +27,8 @@ const TSC = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
  * emulation, where one tsc run took minutes; type checking does not depend on the CPU).
  */
 const TSC_NODE = process.env.SAFETENSORS_TSC_NODE || process.execPath;
+/** Where the pack keeps the binaries it compiled, for the next run (unless SAFETENSORS_PREBUILD_CACHE says). */
+const PREBUILD_CACHE = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "safetensors-ts", "prebuilds");
 const PACKAGE_FILES = [
   "package.json",
   "README.md",
@@ -117,9 +119,11 @@ function prepare(): string | undefined {
     for (const name of PACKAGE_FILES) cpSync(join(repoRoot, name), join(stage, name), { recursive: true });
     cpSync(join(repoRoot, "node_modules"), join(stage, "node_modules"), { recursive: true, verbatimSymlinks: true });
     // The per-ABI binaries of the other Node versions are built when their headers are in the cache (.ci/run puts
-    // them there), never downloaded here.
+    // them there), never downloaded here. A binary compiled by an earlier run from the same sources, headers and
+    // compiler is reused (scripts/prebuild.mjs, SAFETENSORS_PREBUILD_CACHE): a change to any of them compiles again.
     const pack = run("npm", ["pack", "--offline", "--pack-destination", work], stage, {
       SAFETENSORS_PREBUILD_OFFLINE: "1",
+      SAFETENSORS_PREBUILD_CACHE: process.env.SAFETENSORS_PREBUILD_CACHE || PREBUILD_CACHE,
     });
     // Without the tools to compile the addon the package cannot be packed (prepack refuses to ship without it).
     const toolMissing =
