@@ -22,6 +22,7 @@ import { saveFile, Tensor } from "../src/node.js";
 import { repoRoot } from "./helpers/reference.js";
 
 const TSC = join(repoRoot, "node_modules", "typescript", "bin", "tsc");
+const TSC_PROJECTS = join(repoRoot, "test", "helpers", "tsc-projects.mjs");
 /**
  * The Node that runs tsc: this one, or SAFETENSORS_TSC_NODE (scripts/node-matrix.mjs sets the host's under arm64
  * emulation, where one tsc run took minutes; type checking does not depend on the CPU).
@@ -199,6 +200,14 @@ function tsconfig(dir: string, name: string, options: Record<string, unknown>, f
   return path;
 }
 
+/**
+ * `tsc -p` of each of `configs` (all run, then failing with every project's errors), in one process:
+ * test/helpers/tsc-projects.mjs. Five tsc processes took 31 s of CPU, most of it loading the compiler and lib.dom.d.ts.
+ */
+function tsc(dir: string, what: string, configs: readonly string[]): void {
+  ok(run(TSC_NODE, [TSC_PROJECTS, ...configs], dir), what);
+}
+
 describe("packed package (slow: npm pack + installs + tsc + esbuild)", { skip: skipReason }, () => {
   test("the tarball holds the built code, the prebuilt addon and the sources to rebuild it, not tests", (t) => {
     if (skipReason) return t.skip(skipReason);
@@ -290,19 +299,11 @@ describe("packed package (slow: npm pack + installs + tsc + esbuild)", { skip: s
     // `using` needs the Disposable lib (or @types/node); the published types themselves do not (next test).
     const lib = ["ES2022", "DOM", "ESNext.Disposable"];
     const nodeNext = { module: "NodeNext", moduleResolution: "NodeNext", lib, outDir: "out" };
-    ok(
-      run(
-        TSC_NODE,
-        [TSC, "-p", tsconfig(withScripts, "tsconfig.nodenext.json", nodeNext, ["example.ts"])],
-        withScripts,
-      ),
-      "tsc NodeNext",
-    );
     const bundler = { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true };
-    ok(
-      run(TSC_NODE, [TSC, "-p", tsconfig(withScripts, "tsconfig.bundler.json", bundler, ["example.ts"])], withScripts),
-      "tsc Bundler",
-    );
+    tsc(withScripts, "tsc NodeNext, tsc Bundler", [
+      tsconfig(withScripts, "tsconfig.nodenext.json", nodeNext, ["example.ts"]),
+      tsconfig(withScripts, "tsconfig.bundler.json", bundler, ["example.ts"]),
+    ]);
     const ran = ok(run(process.execPath, [join("out", "example.js")], withScripts), "node out/example.js");
     // The example lists the tensors, reads 8 rows of the embedding, and saves them.
     assert.match(ran, /^model\.embed_tokens\.weight F16 \[ 64, 256 \]$/m);
@@ -332,13 +333,12 @@ export const unused = [notInCore, compareCodePoints, quoteName, readHeaderJsonFa
 `,
     );
     const lib = ["ES2022", "DOM"];
-    for (const [name, options] of [
-      ["nodenext", { module: "NodeNext", moduleResolution: "NodeNext", lib, noEmit: true }],
-      ["bundler", { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true }],
-    ] as const) {
-      const config = tsconfig(noScripts, `tsconfig.types-${name}.json`, options, ["types.ts"]);
-      ok(run(TSC_NODE, [TSC, "-p", config], noScripts), `tsc ${name} with lib ES2022, DOM`);
-    }
+    const configs = (
+      [
+        ["nodenext", { module: "NodeNext", moduleResolution: "NodeNext", lib, noEmit: true }],
+        ["bundler", { module: "ESNext", moduleResolution: "Bundler", lib, noEmit: true }],
+      ] as const
+    ).map(([name, options]) => tsconfig(noScripts, `tsconfig.types-${name}.json`, options, ["types.ts"]));
     // A browser build's resolution (the "browser" condition) sees the core's types for "safetensors-ts".
     writeFileSync(
       join(noScripts, "browser-types.ts"),
@@ -349,8 +349,8 @@ export const used = [deserialize, openFile];
 `,
     );
     const browser = { module: "ESNext", moduleResolution: "Bundler", customConditions: ["browser"], lib, noEmit: true };
-    const config = tsconfig(noScripts, "tsconfig.browser.json", browser, ["browser-types.ts"]);
-    ok(run(TSC_NODE, [TSC, "-p", config], noScripts), "tsc Bundler with the browser condition");
+    configs.push(tsconfig(noScripts, "tsconfig.browser.json", browser, ["browser-types.ts"]));
+    tsc(noScripts, "tsc NodeNext and Bundler with lib ES2022, DOM, and Bundler with the browser condition", configs);
     // At run time in Node: "." is the Node entry, the core has no file API and no internals, deep imports are refused.
     const probe = `const root = await import("safetensors-ts"), node = await import("safetensors-ts/node"), core = await import("safetensors-ts/core");
 const names = (m) => Object.keys(m).sort().join(",");
