@@ -14,6 +14,9 @@ Commands (argv[1]):
   cast       {file, out, dtype}: for each tensor t of `file`, compare t.to(dtype) with tensor of the same name in
              `out` byte for byte; return the mismatching names with a few differing positions.
   batch      [[command, request], ...]: several of the above in one process (torch and transformers load once).
+  serve      no request on argv: reads one [command, request] a line on stdin and answers each with one line of
+             JSON, until stdin ends. The test asks for a batch, works on what it made, then asks for a load: one
+             process where two each took ~7 s of CPU to import torch and transformers (2026-12-03, load 5).
 """
 
 import hashlib
@@ -112,7 +115,17 @@ def cast(req):
 COMMANDS = {"split": split, "hashes": hashes, "tiny": tiny, "load": load, "cast": cast}
 
 
+def answer(command, request):
+    if command == "batch":
+        return [COMMANDS[name](one) for name, one in request]
+    return COMMANDS[command](request)
+
+
 def main():
+    if sys.argv[1] == "serve":
+        for line in sys.stdin:
+            print(json.dumps(answer(*json.loads(line))), flush=True)
+        return
     req = json.load(sys.stdin)
     if sys.argv[1] == "batch":
         print(json.dumps([COMMANDS[command](request) for command, request in req]))

@@ -1,21 +1,24 @@
 /**
- * Acceptance against the reference venv (huggingface_hub, transformers, torch, safetensors), two python processes in
- * all: `shard` gives huggingface_hub's assignment for a file's tensors in offset order and its shards load in the
+ * Acceptance against the reference venv (huggingface_hub, transformers, torch, safetensors), one python process in
+ * all (scripts/shards_reference.py serve): `shard` gives huggingface_hub's assignment for a file's tensors in offset order and its shards load in the
  * reference with identical tensors; `saveSharded` writes what `save_torch_state_dict` writes, byte for byte; `merge`
  * of a transformers-sharded checkpoint reproduces every tensor; transformers loads a model from a directory we
  * re-sharded; `cast` equals torch's `.to(dtype)` byte for byte on NaN, inf, subnormal, tie and random values.
  * Skipped with the reason when the venv is absent.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { once } from "node:events";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { createInterface } from "node:readline";
 import { test } from "node:test";
 import { loadFile, openFile, openSharded, saveFile, saveSharded, Tensor } from "../src/node.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { fill } from "./helpers/fill.js";
-import { runReference, skipWithoutReference } from "./helpers/reference.js";
+import { referenceMissingReason, referencePython, skipWithoutReference } from "./helpers/reference.js";
 import { cli as runCli } from "./helpers/run-cli.js";
 
 const script = path.join(repoRoot, "scripts", "shards_reference.py");
@@ -23,6 +26,36 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "st-shards-ref-"));
 process.on("exit", () => fs.rmSync(tmp, { recursive: true, force: true }));
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 const at = (...parts: string[]) => path.join(tmp, ...parts);
+
+/**
+ * scripts/shards_reference.py serve: one Python for every request (torch and transformers imported once, ~7 s of CPU);
+ * `ask` sends one and resolves to its answer. The process ends when `close` ends its standard input.
+ */
+function reference() {
+  const python = referencePython();
+  if (!python) throw new Error(referenceMissingReason());
+  const child = spawn(python.python, [script, "serve"], {
+    stdio: ["pipe", "pipe", "pipe"],
+    env: { ...process.env, PYTHONIOENCODING: "utf-8" },
+  });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  return {
+    async ask<T>(command: string, request: unknown): Promise<T> {
+      child.stdin.write(`${JSON.stringify([command, request])}\n`);
+      const line = await lines.next();
+      if (line.done) {
+        const [code] = child.exitCode === null ? await once(child, "close") : [child.exitCode];
+        throw new Error(`shards_reference.py ${command} failed (exit ${code}):\n${stderr}`);
+      }
+      return JSON.parse(line.value) as T;
+    },
+    close: () => child.stdin.end(),
+  };
+}
 
 async function cli(...argv: string[]): Promise<void> {
   const run = await runCli(...argv);
@@ -89,7 +122,10 @@ function castInput(): Map<string, Tensor> {
 
 test("huggingface_hub, transformers and torch agree with shard, merge, saveSharded and cast", {
   skip: skipWithoutReference(),
-}, async () => {
+}, async (t) => {
+  // Python starts now (its imports take seconds) while the files below are written.
+  const ref = reference();
+  t.after(ref.close);
   // A file whose offset order differs from name order, with an empty tensor and one over the shard limit.
   const sample = new Map<string, Tensor>();
   for (let i = 0; i < 14; i++) {
@@ -119,16 +155,12 @@ test("huggingface_hub, transformers and torch agree with shard, merge, saveShard
     .readdirSync(at("ours"))
     .filter((f) => f.endsWith(".safetensors"))
     .map((f) => at("ours", f));
-  const [split, ourHashes, tinyHashes, ...casts] = runReference<unknown[]>(
-    script,
-    ["batch"],
-    [
-      ["split", { file: sampleFile, order, max_shard_size: "2KB", save_dir: at("hub") }],
-      ["hashes", { files: ourShards }],
-      ["tiny", { dir: at("transformers"), max_shard_size: "20KB" }],
-      ...["bf16", "f16", "f32"].map((to) => ["cast", { file: castFile, out: at(`cast-${to}.safetensors`), dtype: to }]),
-    ],
-  ) as [
+  const [split, ourHashes, tinyHashes, ...casts] = (await ref.ask<unknown[]>("batch", [
+    ["split", { file: sampleFile, order, max_shard_size: "2KB", save_dir: at("hub") }],
+    ["hashes", { files: ourShards }],
+    ["tiny", { dir: at("transformers"), max_shard_size: "20KB" }],
+    ...["bf16", "f16", "f32"].map((to) => ["cast", { file: castFile, out: at(`cast-${to}.safetensors`), dtype: to }]),
+  ])) as [
     { filename_to_tensors: [string, string[]][]; tensor_to_filename: [string, string][]; total_size: number },
     Hashes,
     Hashes,
@@ -166,7 +198,7 @@ test("huggingface_hub, transformers and torch agree with shard, merge, saveShard
     if (fs.existsSync(at("transformers", name))) fs.copyFileSync(at("transformers", name), path.join(resharded, name));
   }
   assert.ok(fs.existsSync(path.join(resharded, "model.safetensors.index.json")));
-  const loaded = runReference<Hashes>(script, ["load"], { dir: resharded });
+  const loaded = await ref.ask<Hashes>("load", { dir: resharded });
   assert.deepEqual(loaded, tinyHashes);
 
   // cast: torch's .to(dtype), byte for byte.
