@@ -26,9 +26,9 @@ export const CONCURRENCY = Math.max(2, availableParallelism() - 1);
  * alone (`node --import tsx --test test/NAME.test.ts`, 2026-12-03 at load 3-8 on 2 cores; merge.test.ts as this branch left it).
  */
 export const LONGEST = [
-  "package.test.ts", // 93 s (80 s of CPU)
+  "package.test.ts", // 93 s (80 s of CPU); 70 s of CPU with its prebuild cache warm (2026-12-03, 81b027f, load 6-9)
   "merge.test.ts", // 53 s
-  "shards-reference.test.ts", // 27 s (17 s of CPU: Python)
+  "shards-reference.test.ts", // 27 s (17 s of CPU: Python); 10 s and 11.6 s of CPU with one Python (2bb3c1a, load 3)
   "reference-skip.test.ts", // 21 s
   "lora-extract.test.ts", // 19 s
   "api-docs.test.ts", // 18 s
