@@ -9,6 +9,7 @@
 import { rmSync } from "node:fs";
 import { build } from "esbuild";
 import { builtinsLogOverride, builtinsPlugin } from "./esbuild-builtins.mjs";
+import { yamlPlugin } from "./esbuild-yaml.mjs";
 
 const minify = !process.argv.includes("--no-minify");
 // esbuild adds to its outdir: chunks of earlier builds (new hashes each time) would pile up and ship.
@@ -35,5 +36,5 @@ await build({
   legalComments: "none",
   logLevel: "warning",
   logOverride: builtinsLogOverride,
-  plugins: [builtinsPlugin],
+  plugins: [yamlPlugin, builtinsPlugin],
 });

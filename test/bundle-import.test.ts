@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { describe, test } from "node:test";
 import { pathToFileURL } from "node:url";
@@ -98,6 +99,33 @@ describe("importing the bundles", { skip }, () => {
       for (const name of ["worker_threads", "crypto", "zlib"]) assert.ok(!has(atImport, name), `${name} at import`);
       assert.equal(result, "InvalidMergeConfig");
       assert.ok(has(after, "worker_threads"), "the merges' chunk reads isMainThread");
+    }
+  });
+});
+
+describe("the CLI's bundle", {
+  skip: existsSync(join(repoRoot, "dist", "bundle", "cli.js")) ? undefined : "dist/bundle is not built",
+}, () => {
+  test("merge-models parses its YAML with the bundled parser, not the yaml package's ~100 modules", () => {
+    const cli = pathToFileURL(join(repoRoot, "dist", "bundle", "cli.js")).href;
+    const dir = mkdtempSync(join(tmpdir(), "bundle-yaml-"));
+    try {
+      const config = join(dir, "merge.yml");
+      writeFileSync(config, "merge_method: linear\nmodels:\n  - model: ./absent-a\n  - model: ./absent-b\n");
+      const script = `import { createRequire } from "node:module";
+const { main } = await import(${JSON.stringify(cli)});
+const code = await main(["merge-models", ${JSON.stringify(config)}, ${JSON.stringify(join(dir, "out"))}]);
+const loaded = Object.keys(createRequire(import.meta.url).cache).filter((p) => /[\\\\/]node_modules[\\\\/]yaml[\\\\/]/.test(p));
+console.log(JSON.stringify({ code, loaded }));`;
+      const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", cwd: dir });
+      assert.equal(run.status, 0, run.stderr);
+      const { code, loaded } = JSON.parse(run.stdout.trim().split("\n").at(-1)!) as { code: number; loaded: string[] };
+      // Parsed: the error is the absent model's, which the config names.
+      assert.notEqual(code, 0);
+      assert.match(run.stderr, /absent-a/);
+      assert.deepEqual(loaded, []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -2,7 +2,7 @@
 import * as fs from "node:fs";
 import { SafetensorError } from "../format/errors.js";
 import { MERGE_METHODS } from "../merge/config.js";
-import { mergeModels, parseMergeYaml } from "../merge/node-merge.js";
+import { loadMergeYaml, mergeModels, parseMergeYaml } from "../merge/node-merge.js";
 import { UsageError } from "./args.js";
 import { defineCommand } from "./command.js";
 import { runWithProgress } from "./rewrite.js";
@@ -44,6 +44,7 @@ before any model is opened. DARE and DELLA drop entries with a seeded generator:
     } catch (error) {
       throw new SafetensorError("IoError", `cannot read ${configPath}: ${(error as Error).message}`);
     }
+    await loadMergeYaml();
     const config = parseMergeYaml(text);
     return runWithProgress(io, values.json, (onProgress) =>
       mergeModels(config, outDir, {

@@ -92,6 +92,14 @@ function parseYaml(text: string): unknown {
   return yaml.parse(text, { maxAliasCount: 100 });
 }
 
+/**
+ * Load the YAML parser ahead of `parseMergeYaml`, asynchronously: where a bundler has put `yaml` in a chunk of its
+ * own (the CLI's bundle: scripts/esbuild-yaml.mjs), that one file instead of the package's ~100 modules.
+ */
+export async function loadMergeYaml(): Promise<void> {
+  yaml ??= await import("yaml");
+}
+
 /** Parse mergekit's YAML (refused by name when it asks for what is not supported). Nothing is read. */
 export function parseMergeYaml(text: string): MergeConfig {
   let parsed: unknown;
@@ -109,6 +117,7 @@ export async function mergeModels(
   outDir: string,
   options: MergeModelsOptions = {},
 ): Promise<MergeSummary> {
+  if (typeof config === "string") await loadMergeYaml();
   const checked =
     typeof config === "string"
       ? parseMergeYaml(config)
