@@ -135,6 +135,20 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * 3.85x (goal 10x: **lost**), RSS 1/85 of mergekit's (held); `cp` of one model's file in the same run 3777 ms (the
  * disk's bound: 10x of mergekit, 2.85 s, is below it). Each side runs after another side's 2.37 GiB output was
  * written, whose writeback shares the disk: the cp line took 1.0-1.5 s alone on this host.
+ * With the outputs preallocated (their rename over an earlier output flushed the whole file: 4.77 s of strace -T in
+ * that rename), the merge run from file to file on libuv's pool without workers (~0.23 s of their start-up before
+ * the first merged byte), the YAML parser bundled (0.09 s) and each run of each side starting from an empty scratch
+ * directory after `sync` (freshOutputs), 2026-12-03 10:01-10:03 (commit a70e1ec, load 1.3-1.5, `npm run bench --
+ * --runs 2 --timeout 900 --only merge_linear`): ours 3727 and 4604 ms and 70.1 MiB, mergekit 27894 and 27068 ms and
+ * 7828 MiB: 6.6x (goal 10x: **lost**); RSS 1/112 of mergekit's (held); `cp` of one model's file 2396 and 1572 ms in
+ * the same run. 09:44-09:47, the same code in one run with the other figures: ours 4539 ms, mergekit 32168 ms (7.1x,
+ * lost), cp 1847 ms. By hand right after (`rm -rf OUT; sync; /usr/bin/time node bin/safetensors.js merge-models
+ * linear.yml OUT`): 3.2-3.3 s after deleting its own earlier output, 3.8-4.5 s after deleting three 2.37 GiB files as
+ * the harness does (the freed page cache goes back to the host, and the next writes fault fresh pages in: 2.1-2.3 µs a
+ * 4 KiB page, the bench's machine line). 10x of mergekit is cp's own time on this host. Where the merge's CPU goes
+ * (perf -a, fresh output, 09:00): the AVX2 merge 26%, the page cache's copies out of the inputs 20% and into the output
+ * 24%, the output's inode lock 5%, idle 15%. Reading 64 KiB at a time instead of 256 KiB (inputs and piece in L2):
+ * 1.20-1.37 s of user CPU either way (load 2-5); not adopted.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -182,6 +196,10 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * On a quiet machine, 2026-12-03 05:43-05:55 (commit 5b95a87, load 1.4-1.7, `npm run bench -- --runs 1 --timeout 2400
  * --only merge_ties`): ours 28640 ms and 2211 MiB, mergekit 298856 ms and 10845 MiB: 10.4x (goal 10x: held); RSS
  * within the bound (held).
+ * With the outputs preallocated and freshOutputs, 2026-12-03 10:07-10:26 (commit a70e1ec, load 1.3-1.5, `npm run
+ * bench -- --runs 1 --timeout 1200 --only merge_ties,lora_bake`): ours 31623 ms and 2216 MiB, mergekit 376603 ms and
+ * 10826 MiB: 11.9x (goal 10x: held); RSS within the bound (held). Preallocated or not, interleaved by hand (quiet,
+ * 10:00-10:07): 30.2-35.8 s against 29.9-37.9 s, no difference.
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -205,6 +223,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * 9546 ms and 192.8 MiB, PEFT 26387 ms and 2871 MiB: 2.76x (goal 2x: held); RSS within 256 MiB (held).
  * With the adaptive writes, same run as merge_linear's of 07:12-07:15: ours 8944 ms and 195.6 MiB, PEFT 27695 ms and
  * 2868 MiB: 3.10x (goal 2x: held); RSS held.
+ * Same run as merge_ties' of 10:07-10:26 (commit a70e1ec, freshOutputs): ours 6380 ms and 188.0 MiB, PEFT 23893 ms and
+ * 2869 MiB: 3.74x (goal 2x: held); RSS held.
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
