@@ -252,6 +252,15 @@ test("element-wise merges on two workers (each reads, computes and writes its ow
   }
 });
 
+test("a bad threads option is refused before anything is written, also where the addon merges without workers", async () => {
+  for (const threads of [0, 1.5, -2]) {
+    await assert.rejects(runFixture("linear_bf16", { threads }), (error: { code?: string }) => {
+      assert.equal(error.code, "InvalidOption", String(threads));
+      return true;
+    });
+  }
+});
+
 test("whole-tensor merges written around the page cache (directWriteBytes 1) give the same bytes", async () => {
   for (const name of ["ties", "slerp"]) await assertSameOutputs(name, "kept", { directWriteBytes: 1 });
 });

@@ -5,7 +5,6 @@
  * in place with the index, config.json and tokenizer files (old directory or new, never a mix: `shards/save-commit`).
  */
 import { createRequire } from "node:module";
-import { availableParallelism } from "node:os";
 import * as path from "node:path";
 import { SafetensorError } from "../format/errors.js";
 import { throwIfAborted } from "../io/async-source.js";
@@ -29,7 +28,7 @@ import {
 } from "./execute.js";
 import { installNativeKernels, type Linear16FileKernel, nativeLinear16FileKernel } from "./node-native.js";
 import { outputBytes, sideFilesOf, type TensorTarget, TOKENIZER_FILES, writeCheckpoint } from "./node-output.js";
-import { ChunkPool, Flight } from "./node-pool.js";
+import { ChunkPool, Flight, threadCount } from "./node-pool.js";
 import { type ModelSource, openModel } from "./node-source.js";
 import { type MergePlan, planMerge, type TensorJob } from "./plan.js";
 
@@ -209,7 +208,9 @@ async function writeMerge(
   const needsPool = plan.jobs.some(
     (job) => (inFiles(job) && !nativeFile(job)) || (!isCopy(job) && !(isElementWise(job) && hasFastChunkKernel(job))),
   );
-  const pool = needsPool ? ChunkPool.create(options.threads) : null;
+  // Checked whether a pool starts or not: a bad value is refused before anything is written.
+  const threads = threadCount(options.threads);
+  const pool = needsPool ? ChunkPool.create(threads) : null;
   const compute =
     pool === null
       ? undefined
@@ -243,7 +244,7 @@ async function writeMerge(
         linearFile!,
         target,
         taskElements(job),
-        options.threads ?? Math.min(availableParallelism(), DEFAULT_NATIVE_FILE_TASKS),
+        threads,
         report,
         options.signal,
       );
@@ -325,12 +326,6 @@ function writePiece(
 export const nativeFileCounters = { tasks: 0 };
 
 /**
- * Native file tasks in flight at once by default (each with NATIVE_FILE_THREADS threads): the CPUs, at most this,
- * as the merge pool's workers.
- */
-const DEFAULT_NATIVE_FILE_TASKS = 4;
-
-/**
  * Threads of each native file task: with two tasks at once, four, so that while one thread waits for its write the
  * others read and merge.
  */
@@ -338,7 +333,7 @@ const NATIVE_FILE_THREADS = 2;
 
 /**
  * A 16-bit linear merge over local files, task by task by the addon from file to file on libuv's pool, `tasks` at
- * once. A task the addon cannot do here (no direct I/O on this file system) is read, merged and written by this thread.
+ * once (the merge's `threads`, as many as its pool would have workers). A task the addon cannot do here (no direct I/O on this file system) is read, merged and written by this thread.
  */
 async function nativeFileChunks(
   job: TensorJob,

@@ -95,10 +95,7 @@ export class ChunkPool {
 
   /** A pool of `threads` workers (default: the CPUs, at most 4); null when one thread is asked for. */
   static create(threads?: number): ChunkPool | null {
-    const size = threads ?? Math.min(availableParallelism(), DEFAULT_MAX_THREADS);
-    if (!Number.isSafeInteger(size) || size < 1) {
-      throw new SafetensorError("InvalidOption", `threads must be a positive integer, got ${threads}`);
-    }
+    const size = threadCount(threads);
     return size === 1 ? null : new ChunkPool(size);
   }
 
@@ -155,6 +152,15 @@ export class ChunkPool {
  * by the `add` or `drain` that meets it once every other task has settled, so no worker still writes into an output
  * that the failure is about to remove.
  */
+/** The threads a merge or bake uses: `threads` (checked) or the CPUs, at most 4. */
+export function threadCount(threads?: number): number {
+  const size = threads ?? Math.min(availableParallelism(), DEFAULT_MAX_THREADS);
+  if (!Number.isSafeInteger(size) || size < 1) {
+    throw new SafetensorError("InvalidOption", `threads must be a positive integer, got ${threads}`);
+  }
+  return size;
+}
+
 export class Flight {
   readonly #tasks: Promise<unknown>[] = [];
   constructor(readonly depth: number) {}
