@@ -49,7 +49,8 @@
         "native/direct_write.c",
         "native/gguf_q8.c",
         "native/merge_kernels.c",
-        "native/merge_file.c"
+        "native/merge_file.c",
+        "native/map_guard.c"
       ],
       "defines": [
         "NAPI_VERSION=8"

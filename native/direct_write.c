@@ -17,7 +17,7 @@
  *
  * With `adaptive` (saveFile, and the merges', bakes' and GGUF converter's workers), each piece of a range of 1 MiB
  * or more of whole pages goes the way that cost less lately instead, direct or through the page cache
- * (write_way_choose, below): which is faster depends on the machine, and on a VM on its history.
+ * (write_way_next, below): which is faster depends on the machine, and on a VM on its history.
  *
  * The descriptor's O_DIRECT flag is set for the call and restored after it. EINVAL means "direct I/O is not
  * possible here" (a file system without it, an unusual alignment): nothing is promised about what was written, and
@@ -69,7 +69,7 @@ typedef struct {
   atomic_uint_fast64_t from_memory;
   atomic_int err;
   /* Adaptive calls: a descriptor of the file without O_DIRECT (its own open file description), else -1. Each piece
-   * then goes the way write_way_choose picks, and its cost is recorded. */
+   * then goes the way write_way_next picks, and its cost is recorded. */
   int buffered_fd;
 } job;
 
@@ -112,34 +112,60 @@ static int fill(const job *j, uint64_t at, uint64_t length, uint8_t *into) {
  * 4.0-7.3 s, direct ones 0.84-1.2 s. On the host of 2026-12-03 (the same VM kind, a slower disk, its memory touched
  * before): `cp` 1.35-1.53 s, `dd bs=4M oflag=direct` 5.5-6.9 s.
  * What a way costs is nanoseconds per MiB of its writes, an average that forgets (3/4 of the last value and 1/4 of
- * the new one), 0 until measured; process-wide, so that every call and thread learns from the others' writes (a
- * thread blocked in a slow write leaves the core to the others: a way's cost per write is what choosing it costs).
- * Until both ways are measured, writes alternate; afterwards one in EXPLORE goes the dearer way, so that a change
- * (the device's queue filling, the host's pages) is seen.
+ * the new one, which counts for at most twice the average), 0 until measured; process-wide, so that every call and
+ * thread learns from the others' writes (a thread blocked in a slow write leaves the core to the others: a way's cost
+ * per write is what choosing it costs). Until both ways are measured, writes alternate; afterwards a write now and
+ * then goes the dearer way, so that a change (the device's queue filling, the host's pages) is seen: one in EXPLORE.
+ * A direct write that explored and lost makes the next one come half as often, down to one in EXPLORE_RARELY: a
+ * direct write into a file's unwritten (fallocated) blocks holds the inode's lock against the buffered writers until
+ * the device is done. The bench's linear merge on the host of 2026-12-03 (disk 223-388 MB/s direct), interleaved
+ * A/B: 1.64-2.04 s wall with buffered writes only, 2.05-2.78 s with one piece in 16 sent directly. A buffered write
+ * that explores holds the lock only for its copy, and a way chosen by mistake must not last: with both ways backing
+ * off, one merge went directly to that disk and took 7 s instead of 2.
  */
-enum { WAY_DIRECT = 0, WAY_BUFFERED = 1 };
 #define EXPLORE 16
+#define EXPLORE_RARELY 512
 /* Adaptive ranges shorter than this go directly (the LoRA bake writes 2 MiB blocks). */
 #define LEARN_BYTES ((uint64_t)1 << 20)
 static atomic_uint_fast64_t way_cost[2];
 static atomic_uint_fast64_t ways_chosen;
+static atomic_uint_fast64_t explore_every = EXPLORE, explore_at = EXPLORE;
 
-static int write_way_choose(void) {
+/* The way that cost less lately, or -1 while either is unmeasured. */
+static int cheaper_way(void) {
+  uint64_t direct = atomic_load(&way_cost[WRITE_DIRECT]), buffered = atomic_load(&way_cost[WRITE_BUFFERED]);
+  if (direct == 0 || buffered == 0) return -1;
+  return buffered <= direct ? WRITE_BUFFERED : WRITE_DIRECT;
+}
+
+int write_way_next(void) {
   uint64_t n = atomic_fetch_add(&ways_chosen, 1);
-  uint64_t direct = atomic_load(&way_cost[WAY_DIRECT]), buffered = atomic_load(&way_cost[WAY_BUFFERED]);
-  if (direct == 0 && buffered == 0) return (int)(n & 1);
-  if (direct == 0 || buffered == 0) return direct == 0 ? WAY_DIRECT : WAY_BUFFERED;
-  int best = buffered <= direct ? WAY_BUFFERED : WAY_DIRECT;
-  return n % EXPLORE == EXPLORE - 1 ? 1 - best : best;
+  int best = cheaper_way();
+  if (best < 0) {
+    if (atomic_load(&way_cost[WRITE_DIRECT]) == 0 && atomic_load(&way_cost[WRITE_BUFFERED]) == 0) return (int)(n & 1);
+    return atomic_load(&way_cost[WRITE_DIRECT]) == 0 ? WRITE_DIRECT : WRITE_BUFFERED;
+  }
+  uint64_t at = atomic_load(&explore_at);
+  uint64_t every = best == WRITE_BUFFERED ? atomic_load(&explore_every) : EXPLORE;
+  if (n >= at && atomic_compare_exchange_strong(&explore_at, &at, n + every)) return 1 - best;
+  return best;
 }
 
-static void write_way_record(int way, uint64_t ns, uint64_t bytes) {
+void write_way_cost(int way, uint64_t ns, uint64_t bytes) {
   if (bytes == 0) return;
+  int best = cheaper_way();
   uint64_t cost = (uint64_t)((double)ns * (double)(1 << 20) / (double)bytes) + 1, old = atomic_load(&way_cost[way]);
+  /* One write counts for at most twice the average: a stall of one (63 ms/MiB among buffered writes of 1.5-5 ms/MiB,
+   * the same merge) must not send the next hundred the dearer way; a lasting change still shows in a few writes. */
+  if (old != 0 && cost > 2 * old) cost = 2 * old;
   atomic_store(&way_cost[way], old == 0 ? cost : (old * 3 + cost) / 4 + 1);
+  if (best < 0 || way == best || way != WRITE_DIRECT) return;
+  /* A direct write that explored: the next comes as soon again if direct writes now win, else half as often. */
+  uint64_t every = atomic_load(&explore_every);
+  atomic_store(&explore_every, cheaper_way() == way ? EXPLORE : every * 2 < EXPLORE_RARELY ? every * 2 : EXPLORE_RARELY);
 }
 
-static uint64_t write_way_now(void) {
+uint64_t write_way_clock(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -176,11 +202,13 @@ int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at) {
   return 0;
 }
 
-int write_cheaper(int direct_fd, int buffered_fd, const uint8_t *from, uint64_t length, uint64_t at) {
-  int way = write_way_choose();
-  uint64_t began = write_way_now();
-  int err = write_all(way == WAY_DIRECT ? direct_fd : buffered_fd, from, length, at);
-  if (err == 0) write_way_record(way, write_way_now() - began, length);
+/* `length` bytes of `from` written at `at` the way that cost less lately: through `direct_fd` (O_DIRECT) or
+ * `buffered_fd` (the page cache). 0 or an errno. */
+static int write_cheaper(int direct_fd, int buffered_fd, const uint8_t *from, uint64_t length, uint64_t at) {
+  int way = write_way_next();
+  uint64_t began = write_way_clock();
+  int err = write_all(way == WRITE_DIRECT ? direct_fd : buffered_fd, from, length, at);
+  if (err == 0) write_way_cost(way, write_way_clock() - began, length);
   return err;
 }
 

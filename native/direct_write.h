@@ -16,8 +16,12 @@ int read_all(int fd, uint8_t *into, uint64_t length, uint64_t from);
 /* `length` bytes of `from` written at `at` of `fd` (pwrite, EINTR retried): 0 or an errno. */
 int write_all(int fd, const uint8_t *from, uint64_t length, uint64_t at);
 
-/* `length` bytes of `from` written at `at` the way that cost less lately (direct_write.c says how that is measured):
- * through `direct_fd` (O_DIRECT) or `buffered_fd` (the page cache). 0 or an errno. */
-int write_cheaper(int direct_fd, int buffered_fd, const uint8_t *from, uint64_t length, uint64_t at);
+/* The two ways of a large write: straight to the device (O_DIRECT) or through the page cache. */
+enum { WRITE_DIRECT = 0, WRITE_BUFFERED = 1 };
+/* The way the next large write should go: the one that cost less lately, now and then the other (direct_write.c). */
+int write_way_next(void);
+/* What a write of `bytes` the way `way` cost, in ns (a monotonic clock's, write_way_clock): it feeds write_way_next. */
+void write_way_cost(int way, uint64_t ns, uint64_t bytes);
+uint64_t write_way_clock(void);
 
 #endif

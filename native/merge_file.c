@@ -6,16 +6,29 @@
  * `positions[j]`) written at `outPosition` of the file at `outPath` (sized already): merge_linear16's bytes, with no
  * byte passing through JavaScript. The output's whole pages are written from 4 MiB page-aligned pieces, each with
  * O_DIRECT or through the page cache (below), the partial pages at both ends through the page cache. `threads`
- * threads (the calling one included) each take the next piece: read every input's part of it 256 KiB at a time into
- * buffers that stay in the core's cache, merge into the piece, write the piece; so one thread's write overlaps
- * another's reads and merging.
+ * threads (the calling one included) each take the next piece: map every input's part of it, merge it 256 KiB at a
+ * time, and write each 256 KiB as it is merged (through the page cache) or the whole piece (directly); so one
+ * thread's write overlaps another's merging.
+ *
+ * Inputs are mapped, not read: pread's copy out of the page cache was a fifth of the merge's CPU (perf -a). The bench's
+ * linear merge on the 2-vCPU VM, quiet, interleaved A/B, 2026-12-03: 2.24-2.41 s wall with pread, 1.76-2.24 s with a
+ * mapping of each piece's inputs (system CPU 1.93-2.17 -> 1.08-1.60 s), peak RSS 73 -> 103 MiB (the mapped pieces),
+ * same bytes. A mapping of a whole task (32 MiB an input) was no faster and held 200 MiB; MADV_POPULATE_READ of it
+ * cost 0.3-0.5 s more. A page of an input that its file no longer backs (truncated by another process during the
+ * merge) is a SIGBUS, turned into ENODATA by map_guard.c, as pread's short read was. Where no mapping can be made,
+ * the piece's inputs are read as before: 256 KiB at a time into buffers that stay in the core's cache.
+ *
+ * Buffered writes of 256 KiB, each as soon as it is merged, rather than of the 4 MiB piece: the same A/B, 1.94 s
+ * median wall (1 MiB: 2.03 s, 64 KiB: 3.10 s) against 2.97 s, system CPU 1.5 against 3.5 s. The step is still in
+ * the core's cache for the kernel's copy, and a writer holds the inode's lock, which the others spin on, for a
+ * sixteenth of the time.
  *
  * Measured on the 2-vCPU VM (the bench's linear merge of two 2.37 GiB F16 fine-tunes): per 2 MiB chunk, the worker
  * threads' reads into JavaScript buffers, merge, and writeDirect (a 4 MiB bounce buffer allocated and three threads
  * created per call, the chunk copied into it) took 2.1 s user + 3.7-4.6 s system CPU, 5.6-6.3 s wall; the
  * figures of this path are in bench/figures/merge-models.ts.
  *
- * Each piece goes to the file the way that wrote the last large writes faster (write_cheaper, direct_write.c):
+ * Each piece goes to the file the way that wrote the last large writes faster (write_way_next, direct_write.c):
  * this merge on the host of 2026-12-03 took 6.2-8.4 s wall with direct writes only, 2.75-5.8 s with buffered ones
  * only (A/B, load 4-6).
  *
@@ -31,10 +44,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "copy_args.h"
 #include "direct_write.h"
+#include "map_guard.h"
 #include "merge_file.h"
 #include "merge_kernels.h"
 
@@ -51,30 +67,87 @@ typedef struct {
   const int *fds;
   const uint64_t *positions; /* byte position of element 0 of each input */
   size_t n;
+  uint64_t page; /* the mappings' page size; 0: inputs are read, not mapped */
   const float *weights;
   int bf16, normalize;
   float divisor;
   uint64_t out_position; /* file position of element 0 of the output */
+  uint64_t count;        /* elements merged */
   int direct_fd, buffered_fd;
   uint64_t begin, end; /* the direct range (file positions, ALIGN-aligned) */
   atomic_uint_fast64_t next;
   atomic_int err;
 } merge_job;
 
-/* Output bytes [from, to) (file positions, even offsets from out_position) merged into `into`, read through `in`
- * (n buffers of STEP bytes), STEP at a time. */
-static int merge_range(const merge_job *j, uint64_t from, uint64_t to, uint8_t *into, uint8_t *const *in) {
-  for (uint64_t at = from; at < to; at += STEP) {
-    uint64_t length = to - at < STEP ? to - at : STEP;
+/* A range's merge, step by step, over its inputs' bytes: mapped (`mapped[k]` holds element `first` of input k) or read
+ * into `in`. */
+typedef struct {
+  const merge_job *j;
+  uint64_t from, to, first;
+  int fd; /* >= 0: each step is merged into `into` and written there at once; else into its place in `into` */
+  uint8_t *into;
+  uint8_t *const *in;
+  const uint8_t *mapped[MAX_INPUTS];
+} steps;
+
+static int merge_steps(void *arg) {
+  const steps *s = arg;
+  const merge_job *j = s->j;
+  for (uint64_t at = s->from; at < s->to; at += STEP) {
+    uint64_t length = s->to - at < STEP ? s->to - at : STEP;
     uint64_t element = (at - j->out_position) / 2;
+    const uint8_t *src[MAX_INPUTS];
     for (size_t k = 0; k < j->n; k++) {
-      int err = read_all(j->fds[k], in[k], length, j->positions[k] + element * 2);
+      if (s->mapped[k] != NULL) {
+        src[k] = s->mapped[k] + (element - s->first) * 2;
+        continue;
+      }
+      int err = read_all(j->fds[k], s->in[k], length, j->positions[k] + element * 2);
+      if (err != 0) return err;
+      src[k] = s->in[k];
+    }
+    uint8_t *into = s->fd >= 0 ? s->into : s->into + (at - s->from);
+    merge_linear16(src, j->weights, j->n, j->bf16, j->normalize, j->divisor, length / 2, into);
+    if (s->fd >= 0) {
+      int err = write_all(s->fd, into, length, at);
       if (err != 0) return err;
     }
-    merge_linear16((const uint8_t *const *)in, j->weights, j->n, j->bf16, j->normalize, j->divisor, length / 2,
-                   into + (at - from));
   }
   return 0;
+}
+
+/* After a SIGBUS in a mapping: ENODATA when an input has shrunk below its range (pread's answer), else EIO. */
+static int fault_error(const merge_job *j, uint64_t count) {
+  for (size_t k = 0; k < j->n; k++) {
+    struct stat st;
+    if (fstat(j->fds[k], &st) == 0 && (uint64_t)st.st_size < j->positions[k] + count * 2) return ENODATA;
+  }
+  return EIO;
+}
+
+/* Output bytes [from, to) (file positions, even offsets from out_position) merged STEP at a time from mappings of the
+ * inputs' parts, or read through `in` (n buffers of STEP bytes): into `into`, or with `fd` >= 0 each step written at
+ * its position of `fd` as it is merged (`into` then holds a step). */
+static int merge_range(const merge_job *j, uint64_t from, uint64_t to, uint8_t *into, uint8_t *const *in, int fd) {
+  steps s = {.j = j, .from = from, .to = to, .first = (from - j->out_position) / 2, .fd = fd, .into = into, .in = in};
+  void *maps[MAX_INPUTS] = {NULL};
+  size_t lengths[MAX_INPUTS] = {0};
+  bool any = false;
+  for (size_t k = 0; k < j->n && j->page != 0; k++) {
+    uint64_t first = j->positions[k] + s.first * 2, start = first / j->page * j->page;
+    size_t length = (size_t)(first + (to - from) - start);
+    void *map = mmap(NULL, length, PROT_READ, MAP_SHARED, j->fds[k], (off_t)start);
+    if (map == MAP_FAILED) continue; /* this input is read */
+    maps[k] = map;
+    lengths[k] = length;
+    s.mapped[k] = (const uint8_t *)map + (first - start);
+    any = true;
+  }
+  int err = any ? map_guarded(merge_steps, &s) : merge_steps(&s);
+  if (err == MAP_GUARD_FAULT) err = fault_error(j, j->count);
+  for (size_t k = 0; k < j->n; k++)
+    if (maps[k] != NULL) munmap(maps[k], lengths[k]);
+  return err;
 }
 
 static void fail(merge_job *j, int err) {
@@ -130,8 +203,13 @@ static void *merge_worker(void *arg) {
     uint64_t at = j->begin + atomic_fetch_add(&j->next, 1) * PIECE;
     if (at >= j->end) break;
     uint64_t length = j->end - at < PIECE ? j->end - at : PIECE;
-    int err = merge_range(j, at, at + length, piece, in);
-    if (err == 0) err = write_cheaper(j->direct_fd, j->buffered_fd, piece, length, at);
+    /* Through the page cache, each step is written as soon as it is merged (it is still in the core's cache); a direct
+     * write takes the whole piece. A way's cost is the piece's merge and write. */
+    int way = j->direct_fd >= 0 ? write_way_next() : WRITE_BUFFERED;
+    uint64_t began = write_way_clock();
+    int err = merge_range(j, at, at + length, piece, in, way == WRITE_BUFFERED ? j->buffered_fd : -1);
+    if (err == 0 && way == WRITE_DIRECT) err = write_all(j->direct_fd, piece, length, at);
+    if (err == 0) write_way_cost(way, write_way_clock() - began, length);
     if (err != 0) {
       fail(j, err);
       break;
@@ -149,7 +227,7 @@ static int write_edge(const merge_job *j, uint64_t from, uint64_t to) {
   int err = into == NULL || ins == NULL ? ENOMEM : 0;
   if (err == 0) {
     for (size_t k = 0; k < j->n; k++) in[k] = ins + k * STEP;
-    err = merge_range(j, from, to, into, in);
+    err = merge_range(j, from, to, into, in, -1);
   }
   if (err == 0) err = write_all(j->buffered_fd, into, to - from, from);
   free(ins);
@@ -282,7 +360,18 @@ static int merge_call_run(const merge_call *c) {
                  .out_position = (uint64_t)c->out_position};
   /* 16-bit elements on even file positions: a piece's edges never split an element. */
   if ((uint64_t)c->out_position % 2 != 0) return EINVAL;
-  return c->count == 0 ? 0 : run_merge(&j, (uint64_t)c->count, c->path, c->threads);
+  if (c->count == 0) return 0;
+  j.count = (uint64_t)c->count;
+  /* Inputs are mapped when each is long enough now (an input that is not is pread's ENODATA, up front) and a SIGBUS
+   * from one that shrinks later can be caught. */
+  long page = sysconf(_SC_PAGESIZE);
+  j.page = page > 0 && map_guard_ready() == 0 ? (uint64_t)page : 0;
+  for (size_t k = 0; k < j.n; k++) {
+    struct stat st;
+    if (fstat(j.fds[k], &st) != 0 || !S_ISREG(st.st_mode)) j.page = 0;
+    else if ((uint64_t)st.st_size < j.positions[k] + j.count * 2) return ENODATA;
+  }
+  return run_merge(&j, j.count, c->path, c->threads);
 }
 
 static void merge_call_execute(napi_env env, void *data) {

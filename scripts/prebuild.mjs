@@ -60,7 +60,7 @@ const NAPI_TARGETS = [
   {
     name: "safetensors_copy",
     folder: "safetensors_copy",
-    sources: ["copy.c", "copy_args.c", "direct_write.c", "gguf_q8.c", "merge_kernels.c", "merge_file.c"],
+    sources: ["copy.c", "copy_args.c", "direct_write.c", "gguf_q8.c", "merge_kernels.c", "merge_file.c", "map_guard.c"],
     // gguf_q8.c's and merge_kernels.c's float32 steps must not be fused into FMAs (bit-exact with gguf-py's
     // quantizer and with torch's arithmetic in mergekit).
     flags: ["-ffp-contract=off"],

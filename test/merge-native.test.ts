@@ -6,6 +6,7 @@
  * many equal magnitudes, NaN and signed zeros; TIES's subtraction and two-vector combination with special values.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -316,6 +317,65 @@ test("merge kernels: two file merges at once on libuv's pool, into two halves of
     } finally {
       for (const fd of fds) fs.closeSync(fd);
     }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("merge kernels: an input truncated during a file merge is ENODATA, never a SIGBUS that ends the process", (t) => {
+  if (nativeLinear16FileKernel() === null) {
+    t.skip("the copy addon (with mergeLinear16FileAsync) is not built: npm install builds it");
+    return;
+  }
+  // The addon maps its inputs (native/merge_file.c); reading a mapped page that a truncation took away raises SIGBUS,
+  // whose default action ends the process. A child runs merges of 24 MiB and truncates an input 0-6 ms after each
+  // starts (the merge takes 10-40 ms): during the merge, or before it maps that input (then its size check refuses).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "merge-truncated-"));
+  try {
+    const script = `
+      import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+      import * as path from "node:path";
+      import { nativeLinear16FileKernel } from ${JSON.stringify(path.resolve("src/merge/node-native.ts"))};
+      const merge = nativeLinear16FileKernel();
+      const dir = ${JSON.stringify(dir)};
+      const count = 12 << 20;
+      const outcomes = {};
+      for (let trial = 0; trial < 12; trial++) {
+        const names = [0, 1].map((k) => path.join(dir, "in" + k));
+        for (const name of names) fs.writeFileSync(name, new Uint8Array(count * 2).fill(0x3c));
+        const out = path.join(dir, "out");
+        fs.writeFileSync(out, new Uint8Array(0));
+        fs.truncateSync(out, count * 2);
+        const fds = names.map((name) => fs.openSync(name, "r+"));
+        const weights = Float32Array.of(0.5, 0.5);
+        const running = merge(fds.map((fd) => ({ fd, position: 0 })), weights, null, "F16", count, { path: out, position: 0 }, 1);
+        await new Promise((resolve) => setTimeout(resolve, trial % 7));
+        fs.ftruncateSync(fds[trial % 2], 4096 * (trial + 1));
+        const outcome = await running.then((done) => (done ? "merged" : "not here"), (error) => error.code);
+        outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        for (const fd of fds) fs.closeSync(fd);
+      }
+      console.log(JSON.stringify(outcomes));`;
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 120_000,
+    });
+    assert.equal(child.signal, null, `the child ended by ${child.signal}: ${child.stderr}`);
+    assert.equal(child.status, 0, child.stderr);
+    const outcomes = JSON.parse(child.stdout.trim().split("\n").at(-1)!) as Record<string, number>;
+    if (outcomes["not here"] !== undefined) {
+      t.skip(`no direct I/O in ${os.tmpdir()}`);
+      return;
+    }
+    // A truncation that came after the merge's last read leaves it merged (from the bytes it read); any other is
+    // ENODATA. Most trials truncate during the merge.
+    assert.deepEqual(
+      Object.keys(outcomes).filter((k) => k !== "merged" && k !== "ENODATA"),
+      [],
+      JSON.stringify(outcomes),
+    );
+    assert.ok((outcomes.ENODATA ?? 0) >= 6, JSON.stringify(outcomes));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
