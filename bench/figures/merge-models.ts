@@ -149,6 +149,14 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * (perf -a, fresh output, 09:00): the AVX2 merge 26%, the page cache's copies out of the inputs 20% and into the output
  * 24%, the output's inode lock 5%, idle 15%. Reading 64 KiB at a time instead of 256 KiB (inputs and piece in L2):
  * 1.20-1.37 s of user CPU either way (load 2-5); not adopted.
+ * With the inputs mapped piece by piece instead of read (pread's copy was a fifth of the CPU) and each 256 KiB written
+ * through the page cache as soon as it is merged (5a2930d; native/merge_file.c has the A/B figures), in one run with
+ * the other two figures, 2026-12-03 12:17-12:39 (load 1.3-1.8, `npm run bench -- --runs 1 --timeout 2400 --only
+ * merge_linear,lora_bake,merge_ties`): ours 1803 ms and 99.7 MiB, mergekit 27392 ms and 7828 MiB: 15.2x (goal 10x:
+ * held); RSS 1/78 of mergekit's (held); cp of one model's file 1508 ms in the same run. 12:24-12:27 (`--runs 2 --only
+ * merge_linear`): ours 2572 and 2808 ms, mergekit 29564 and 28879 ms: 10.9x (held), cp 1455 and 1766 ms. 12:03-12:06,
+ * the same code while this VM's host was slower (the same merge's user CPU 2.0-2.8 s instead of 1.2-1.6 s): ours 3983
+ * and 4036 ms, mergekit 31862 and 34534 ms: 8.3x (lost), cp 2548 and 2911 ms.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -200,6 +208,12 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * bench -- --runs 1 --timeout 1200 --only merge_ties,lora_bake`): ours 31623 ms and 2216 MiB, mergekit 376603 ms and
  * 10826 MiB: 11.9x (goal 10x: held); RSS within the bound (held). Preallocated or not, interleaved by hand (quiet,
  * 10:00-10:07): 30.2-35.8 s against 29.9-37.9 s, no difference.
+ * In the run of 2026-12-03 12:17-12:39 above (commit 5a2930d, whose only change here is the write-way chooser): ours 42548 ms and
+ * 2219 MiB, mergekit 402890 ms and 10891 MiB: 9.47x (goal 10x: **lost**); RSS within the bound (held). The host was
+ * slower in that stretch: cp of one model's file took 4511 ms beside TIES against 1508 ms beside linear, and by hand
+ * right after (interleaved with the addon of 44610bd, same bytes) TIES took 38.5-40.2 s wall and 44 s of user CPU
+ * either way, where the same merge took 27-28 s of user CPU on 2026-12-02 and 2026-12-03 morning; mergekit's
+ * time moved less (402.9 s against 376.6 s), its work being bound by memory rather than by the cores.
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -225,6 +239,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * 2868 MiB: 3.10x (goal 2x: held); RSS held.
  * Same run as merge_ties' of 10:07-10:26 (commit a70e1ec, freshOutputs): ours 6380 ms and 188.0 MiB, PEFT 23893 ms and
  * 2869 MiB: 3.74x (goal 2x: held); RSS held.
+ * Same run as merge_linear's and merge_ties' of 2026-12-03 12:17-12:39 (commit 5a2930d): ours 8701 ms and 194.0 MiB,
+ * PEFT 33267 ms and 2869 MiB: 3.82x (goal 2x: held); RSS held.
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
