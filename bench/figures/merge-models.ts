@@ -156,7 +156,12 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * held); RSS 1/78 of mergekit's (held); cp of one model's file 1508 ms in the same run. 12:24-12:27 (`--runs 2 --only
  * merge_linear`): ours 2572 and 2808 ms, mergekit 29564 and 28879 ms: 10.9x (held), cp 1455 and 1766 ms. 12:03-12:06,
  * the same code while this VM's host was slower (the same merge's user CPU 2.0-2.8 s instead of 1.2-1.6 s): ours 3983
- * and 4036 ms, mergekit 31862 and 34534 ms: 8.3x (lost), cp 2548 and 2911 ms.
+ * and 4036 ms, mergekit 31862 and 34534 ms: 8.3x (lost), cp 2548 and 2911 ms. The three figures in one run again,
+ * 12:46-13:05 (the same code, e6294e6): ours 3045 ms and 96.3 MiB, mergekit 30247 ms: 9.93x (goal 10x: **lost**), cp
+ * 1309 ms. By hand right after, six runs (`rm -rf OUT; sync; /usr/bin/time node bin/safetensors.js merge-models
+ * linear.yml OUT`): 2.11-2.84 s; in another six, five took 2.30-2.51 s and the first 23.74 s (2.66 s user + 1.80 s
+ * system CPU: 19 s waiting, cause not found). With a 2 x 2.37 GiB rm running beside it (this mount discards
+ * synchronously): 4.31 s.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -213,7 +218,9 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * slower in that stretch: cp of one model's file took 4511 ms beside TIES against 1508 ms beside linear, and by hand
  * right after (interleaved with the addon of 44610bd, same bytes) TIES took 38.5-40.2 s wall and 44 s of user CPU
  * either way, where the same merge took 27-28 s of user CPU on 2026-12-02 and 2026-12-03 morning; mergekit's
- * time moved less (402.9 s against 376.6 s), its work being bound by memory rather than by the cores.
+ * time moved less (402.9 s against 376.6 s), its work being bound by memory rather than by the cores. The next run
+ * of the three, 12:46-13:05 (e6294e6, the same code): ours 32984 ms and 2212 MiB, mergekit 406039 ms and 10844 MiB:
+ * 12.3x (goal 10x: held); RSS within the bound (held).
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -240,7 +247,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * Same run as merge_ties' of 10:07-10:26 (commit a70e1ec, freshOutputs): ours 6380 ms and 188.0 MiB, PEFT 23893 ms and
  * 2869 MiB: 3.74x (goal 2x: held); RSS held.
  * Same run as merge_linear's and merge_ties' of 2026-12-03 12:17-12:39 (commit 5a2930d): ours 8701 ms and 194.0 MiB,
- * PEFT 33267 ms and 2869 MiB: 3.82x (goal 2x: held); RSS held.
+ * PEFT 33267 ms and 2869 MiB: 3.82x (goal 2x: held); RSS held. The next run, 12:46-13:05: ours 7658 ms and
+ * 186.6 MiB, PEFT 26222 ms and 2868 MiB: 3.42x (held); RSS held.
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
