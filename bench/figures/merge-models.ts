@@ -161,7 +161,9 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * 1309 ms. By hand right after, six runs (`rm -rf OUT; sync; /usr/bin/time node bin/safetensors.js merge-models
  * linear.yml OUT`): 2.11-2.84 s; in another six, five took 2.30-2.51 s and the first 23.74 s (2.66 s user + 1.80 s
  * system CPU: 19 s waiting, cause not found). With a 2 x 2.37 GiB rm running beside it (this mount discards
- * synchronously): 4.31 s.
+ * synchronously): 4.31 s. 13:30-13:33 (`--runs 3 --only merge_linear`): ours 2282 ms median (2133-3800) and 90.9 MiB,
+ * mergekit 31330 ms (30595-34786): 13.7x (held), cp 1325 ms (1292-2122). The three in one run a third time,
+ * 13:33-13:52 (e92d5da, the same code): ours 1774 ms and 99.3 MiB, mergekit 23953 ms: 13.5x (held), cp 1100 ms.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -220,7 +222,8 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * either way, where the same merge took 27-28 s of user CPU on 2026-12-02 and 2026-12-03 morning; mergekit's
  * time moved less (402.9 s against 376.6 s), its work being bound by memory rather than by the cores. The next run
  * of the three, 12:46-13:05 (e6294e6, the same code): ours 32984 ms and 2212 MiB, mergekit 406039 ms and 10844 MiB:
- * 12.3x (goal 10x: held); RSS within the bound (held).
+ * 12.3x (goal 10x: held); RSS within the bound (held). The third, 13:33-13:52: ours 35677 ms and 2214 MiB, mergekit
+ * 378066 ms and 10826 MiB: 10.6x (held); RSS held. So 9.47-12.3x over three runs: the margin is thin.
  */
 export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
   ratio: 10,
@@ -248,7 +251,8 @@ export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine
  * 2869 MiB: 3.74x (goal 2x: held); RSS held.
  * Same run as merge_linear's and merge_ties' of 2026-12-03 12:17-12:39 (commit 5a2930d): ours 8701 ms and 194.0 MiB,
  * PEFT 33267 ms and 2869 MiB: 3.82x (goal 2x: held); RSS held. The next run, 12:46-13:05: ours 7658 ms and
- * 186.6 MiB, PEFT 26222 ms and 2868 MiB: 3.42x (held); RSS held.
+ * 186.6 MiB, PEFT 26222 ms and 2868 MiB: 3.42x (held); RSS held. The third, 13:33-13:52: ours 7065 ms and
+ * 191.6 MiB, PEFT 25047 ms and 2868 MiB: 3.54x (held); RSS held.
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
