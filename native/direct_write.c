@@ -141,9 +141,10 @@ static int cheaper_way(void) {
 int write_way_next(void) {
   uint64_t n = atomic_fetch_add(&ways_chosen, 1);
   int best = cheaper_way();
-  if (best < 0) {
-    if (atomic_load(&way_cost[WRITE_DIRECT]) == 0 && atomic_load(&way_cost[WRITE_BUFFERED]) == 0) return (int)(n & 1);
-    return atomic_load(&way_cost[WRITE_DIRECT]) == 0 ? WRITE_DIRECT : WRITE_BUFFERED;
+  if (best < 0) { /* the unmeasured way, or either while neither is measured */
+    uint64_t direct = atomic_load(&way_cost[WRITE_DIRECT]), buffered = atomic_load(&way_cost[WRITE_BUFFERED]);
+    if (direct == 0 && buffered == 0) return (int)(n & 1);
+    return direct == 0 ? WRITE_DIRECT : WRITE_BUFFERED;
   }
   uint64_t at = atomic_load(&explore_at);
   uint64_t every = best == WRITE_BUFFERED ? atomic_load(&explore_every) : EXPLORE;
@@ -162,7 +163,8 @@ void write_way_cost(int way, uint64_t ns, uint64_t bytes) {
   if (best < 0 || way == best || way != WRITE_DIRECT) return;
   /* A direct write that explored: the next comes as soon again if direct writes now win, else half as often. */
   uint64_t every = atomic_load(&explore_every);
-  atomic_store(&explore_every, cheaper_way() == way ? EXPLORE : every * 2 < EXPLORE_RARELY ? every * 2 : EXPLORE_RARELY);
+  uint64_t next = cheaper_way() == way ? EXPLORE : every * 2 < EXPLORE_RARELY ? every * 2 : EXPLORE_RARELY;
+  atomic_store(&explore_every, next);
 }
 
 uint64_t write_way_clock(void) {

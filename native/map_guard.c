@@ -1,9 +1,9 @@
 /*
- * A SIGBUS raised while a thread reads a file mapping inside map_guarded() returns MAP_GUARD_FAULT from it instead of ending
- * the process. Why: reading a page of a mapping past the file's new end (another process truncated it) raises SIGBUS,
- * and its default action ends the process with no error a caller could catch; with pread the same truncation is a
- * short read. The merges map their inputs because it is cheaper than pread's copy (merge_file.c), and keep pread's
- * promise through this guard: a shrunken input is an error with a code.
+ * A SIGBUS raised while a thread reads a file mapping inside map_guarded() returns MAP_GUARD_FAULT from it instead of
+ * ending the process. Why: reading a page of a mapping past the file's new end (another process truncated it) raises
+ * SIGBUS, and its default action ends the process with no error a caller could catch; with pread the same truncation
+ * is a short read. The merges map their inputs because it is cheaper than pread's copy (merge_file.c), and keep
+ * pread's promise through this guard: a shrunken input is an error with a code.
  *
  * The handler is installed once per process, chained: a SIGBUS outside a guarded call goes to the handler that was
  * there before, or gets the default action back (the faulting access runs again and ends the process as it would
