@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `npm test`: every file in test/, through node:test and test/helpers/reporter.mjs, at least two files at a time, the
- * longest first (LONGEST).
+ * longest first (LONGEST), compiled to plain JavaScript first (scripts/compile-tests.mjs says why).
  * scripts/test-fast.mjs runs its subset through runTests too. Arguments are passed on to node before the files
  * (`npm test -- --test-name-pattern=merge`).
  *
@@ -15,6 +15,7 @@ import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
+import { COMPILED, compiledPath, compileTests } from "./compile-tests.mjs";
 
 /** How many test files run at once: node's default, but never fewer than two. */
 export const CONCURRENCY = Math.max(2, availableParallelism() - 1);
@@ -49,24 +50,28 @@ export function testFiles() {
   return [...longest, ...rest].map((name) => `test/${name}`);
 }
 
-/** Run `files` with node's test runner and the suite's reporter; returns the exit status. */
-export function runTests(files, args = []) {
+/**
+ * Run `files` (test/NAME.test.ts) with node's test runner and the suite's reporter, compiled afresh; returns the exit
+ * status. SAFETENSORS_TEST_JS tells the tests where the compiled modules are, for the children they start
+ * (test/helpers/compiled.ts).
+ */
+export async function runTests(files, args = []) {
+  await compileTests();
   const run = spawnSync(
     process.execPath,
     [
-      "--import",
-      "tsx",
+      "--enable-source-maps",
       "--test",
       `--test-concurrency=${CONCURRENCY}`,
       "--test-reporter=./test/helpers/reporter.mjs",
       ...args,
-      ...files,
+      ...files.map(compiledPath),
     ],
-    { stdio: "inherit" },
+    { stdio: "inherit", env: { ...process.env, SAFETENSORS_TEST_JS: COMPILED } },
   );
   return run.status ?? 1;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  process.exitCode = runTests(testFiles(), process.argv.slice(2));
+  process.exitCode = await runTests(testFiles(), process.argv.slice(2));
 }

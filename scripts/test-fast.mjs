@@ -64,4 +64,4 @@ const SLOW = {
 };
 
 const files = testFiles().filter((file) => !(file.slice("test/".length) in SLOW));
-process.exitCode = runTests(files, process.argv.slice(2));
+process.exitCode = await runTests(files, process.argv.slice(2));

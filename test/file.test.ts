@@ -9,6 +9,7 @@ import * as path from "node:path";
 import { after, describe, test } from "node:test";
 import { loadNative } from "../src/io/native.js";
 import { isSafetensorError, loadFile, openFile, SafetensorError, saveFile, serialize, Tensor } from "../src/node.js";
+import { moduleUrl } from "./helpers/compiled.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { runWithoutAddon } from "./helpers/no-addon.js";
 
@@ -211,7 +212,7 @@ describe("files beyond 4 GiB (sparse)", () => {
 describe("backend selection", () => {
   test("mmap without the addon is BackendUnavailable; auto falls back to pread", () => {
     const script = `
-      import { openFile } from ${JSON.stringify(path.join(repoRoot, "src/node.ts"))};
+      import { openFile } from ${JSON.stringify(moduleUrl(path.join(repoRoot, "src/node.ts")))};
       const file = openFile(${JSON.stringify(path.join(repoRoot, "examples/tiny-llama.safetensors"))});
       let mmap = "ok";
       try { openFile(${JSON.stringify(path.join(repoRoot, "examples/tiny-llama.safetensors"))}, { backend: "mmap" }); }

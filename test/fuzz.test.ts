@@ -9,6 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import fc from "fast-check";
 import {
@@ -23,6 +24,7 @@ import {
   SafetensorsFile,
   serialize,
 } from "../src/index.js";
+import { moduleUrl, runsCompiled } from "./helpers/compiled.js";
 import { fill } from "./helpers/fill.js";
 
 const FORMAT_CODES: ReadonlySet<SafetensorErrorCode> = new Set<SafetensorErrorCode>(HEADER_ERROR_CODES);
@@ -501,7 +503,11 @@ if (!isMainThread && (workerData as { fuzzWorker?: boolean } | null)?.fuzzWorker
 async function inWorker(property: WorkerJob["property"], seed: number, numRuns: number, timeoutMs: number) {
   const current = new SharedArrayBuffer(1 << 16);
   const job: WorkerJob = { property, seed, numRuns, current };
-  const boot = `import("tsx/esm/api").then(({ register }) => { register(); return import(${JSON.stringify(import.meta.url)}); });`;
+  const self = JSON.stringify(moduleUrl(fileURLToPath(import.meta.url)));
+  // Under tsx, the worker registers tsx's loader first (Node 20's workers do not inherit --import hooks).
+  const boot = runsCompiled
+    ? `import(${self});`
+    : `import("tsx/esm/api").then(({ register }) => { register(); return import(${self}); });`;
   const worker = new Worker(boot, { eval: true, workerData: { fuzzWorker: true, job } });
   let timer: NodeJS.Timeout | undefined;
   try {

@@ -13,6 +13,8 @@ import * as path from "node:path";
 import { after, describe, test } from "node:test";
 import { loadNative, type NativeAddon } from "../src/io/native.js";
 import { isSafetensorError, journalPathFor, loadFile, openFile, saveFile, Tensor } from "../src/node.js";
+import { moduleUrl } from "./helpers/compiled.js";
+import { repoRoot } from "./helpers/corpus.js";
 import { runWithoutAddon } from "./helpers/no-addon.js";
 
 const backends = loadNative() ? (["pread", "mmap"] as const) : (["pread"] as const);
@@ -195,7 +197,7 @@ describe("the addon's openHead", { skip: loadNative() ? false : "native addon no
 test("without the addon the JavaScript check applies every policy", () => {
   const file = withJournal(sample());
   const script = `
-    import { openFile, loadFile } from "./src/node.js";
+    import { openFile, loadFile } from ${JSON.stringify(moduleUrl(path.join(repoRoot, "src/node.ts")))};
     const codes = [];
     for (const read of [(o) => openFile(${JSON.stringify(file)}, o).close(), (o) => loadFile(${JSON.stringify(file)}, o)]) {
       try { read({ interruptedEdit: "error" }); codes.push("read"); } catch (error) { codes.push(error.code); }

@@ -18,6 +18,7 @@ import { encodeJournal, splitRanges } from "../src/edit/journal.js";
 import type { EditHandle } from "../src/edit/region.js";
 import { loadNative } from "../src/io/native.js";
 import { journalPathFor, openForEdit, recoverFile, type SafetensorErrorCode, saveFile, Tensor } from "../src/node.js";
+import { loaderArgs, moduleUrl } from "./helpers/compiled.js";
 import { hasCode } from "./helpers/errors.js";
 import { fill } from "./helpers/fill.js";
 
@@ -111,13 +112,13 @@ test("an edit never replaces an existing journal (another edit's): InterruptedEd
 /** A journal made by a child process that edits and is then killed before its commit (addon on or off). */
 function journalOfInterruptedEdit(noNative: boolean): Buffer {
   const script = `
-    import { openForEdit } from ${JSON.stringify(path.resolve("src/node.ts"))};
+    import { openForEdit } from ${JSON.stringify(moduleUrl(path.resolve("src/node.ts")))};
     const edit = openForEdit(${JSON.stringify(file)});
     edit.write("a", "2:40:3, 1:60:7", new Float32Array(13 * 9).fill(-2.5));
     edit.write("b", "3:9", { fill: 7 });
     process.kill(process.pid, "SIGKILL");`;
   const env = { ...process.env, SAFETENSORS_NO_NATIVE: noNative ? "1" : "" };
-  const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { env });
+  const child = spawnSync(process.execPath, [...loaderArgs, "--input-type=module", "-e", script], { env });
   assert.equal(child.signal, "SIGKILL", String(child.stderr));
   return fs.readFileSync(journalPathFor(file));
 }

@@ -24,6 +24,7 @@ import {
 } from "../src/merge/node-native.js";
 import { roundArray, rounder } from "../src/merge/round.js";
 import { keepSortedMagnitudes } from "../src/merge/torch-sort.js";
+import { loaderArgs, moduleUrl } from "./helpers/compiled.js";
 
 /** A seeded generator (mulberry32). */
 function random(seed: number): () => number {
@@ -336,7 +337,7 @@ test("merge kernels: an input truncated during a file merge is ENODATA, never a 
       import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
       import * as path from "node:path";
-      import { nativeLinear16FileKernel } from ${JSON.stringify(path.resolve("src/merge/node-native.ts"))};
+      import { nativeLinear16FileKernel } from ${JSON.stringify(moduleUrl(path.resolve("src/merge/node-native.ts")))};
       const merge = nativeLinear16FileKernel();
       const dir = ${JSON.stringify(dir)};
       const count = 12 << 20;
@@ -357,7 +358,7 @@ import * as fs from "node:fs";
         for (const fd of fds) fs.closeSync(fd);
       }
       console.log(JSON.stringify(outcomes));`;
-    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    const child = spawnSync(process.execPath, [...loaderArgs, "--input-type=module", "-e", script], {
       encoding: "utf8",
       timeout: 120_000,
     });

@@ -5,7 +5,7 @@ import { closeSync, fstatSync, ftruncateSync, mkdtempSync, openSync, readFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { SafetensorError } from "../src/format/errors.js";
 import {
@@ -18,6 +18,7 @@ import {
   type NativeAddon,
   nativeStatus,
 } from "../src/io/native.js";
+import { loaderArgs, moduleUrl } from "./helpers/compiled.js";
 import { getGc } from "./helpers/gc.js";
 
 const native = loadNative();
@@ -108,13 +109,13 @@ describe("native addon: loading", () => {
   });
 
   it("SAFETENSORS_NO_NATIVE=1 makes loadNative() return null", () => {
-    const moduleUrl = pathToFileURL(fileURLToPath(new URL("../src/io/native.ts", import.meta.url))).href;
-    const code = `import(${JSON.stringify(moduleUrl)}).then((m) => {
+    const native = moduleUrl(fileURLToPath(new URL("../src/io/native.ts", import.meta.url)));
+    const code = `import(${JSON.stringify(native)}).then((m) => {
       let error = null;
       try { m.Mapping.open(0, 0); } catch (e) { error = e.code; }
       console.log(JSON.stringify({ isNull: m.loadNative() === null, status: m.nativeStatus(), error }));
     });`;
-    const child = spawnSync(process.execPath, ["--import", "tsx", "-e", code], {
+    const child = spawnSync(process.execPath, [...loaderArgs, "-e", code], {
       encoding: "utf8",
       env: { ...process.env, SAFETENSORS_NO_NATIVE: "1" },
       timeout: 60_000,

@@ -13,6 +13,8 @@ import { after, describe, test } from "node:test";
 import { freeHuge, loadNative } from "../src/io/native.js";
 import { ownedPageChoice, readOwnedFrom } from "../src/io/node-owned.js";
 import { isSafetensorError, openFile, saveFile, Tensor } from "../src/node.js";
+import { moduleUrl } from "./helpers/compiled.js";
+import { repoRoot } from "./helpers/corpus.js";
 import { runWithoutAddon } from "./helpers/no-addon.js";
 
 const native = loadNative();
@@ -137,8 +139,8 @@ describe("owned copies are private", () => {
     const script = `
       import * as fs from "node:fs";
       import { createHash } from "node:crypto";
-      import { openFile } from "./src/node.ts";
-      import { nativeStatus } from "./src/io/native.ts";
+      import { openFile } from ${JSON.stringify(moduleUrl(path.join(repoRoot, "src/node.ts")))};
+      import { nativeStatus } from ${JSON.stringify(moduleUrl(path.join(repoRoot, "src/io/native.ts")))};
       const opened = openFile(${JSON.stringify(file)});
       const owned = opened.getTensor("big", { memory: "owned" }).data;
       const { offset } = opened.byteRange("big");

@@ -16,6 +16,7 @@ import { deserialize, isSafetensorError, type Tensor } from "../src/index.js";
 import { openSharded } from "../src/node.js";
 import { convertPickleDirectory } from "../src/pickle/node-pickle-dir.js";
 import { parseIndex } from "../src/shards/index.js";
+import { loaderArgs, modulePath } from "./helpers/compiled.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { runReference, skipWithoutReference } from "./helpers/reference.js";
 
@@ -194,7 +195,7 @@ describe("refused directories write nothing", () => {
     ];
     const result = spawnSync(
       process.execPath,
-      ["--import", "tsx", path.join(repoRoot, "test/helpers/run-cli-batch.ts"), JSON.stringify(runs)],
+      [...loaderArgs, modulePath(path.join(repoRoot, "test/helpers/run-cli-batch.ts")), JSON.stringify(runs)],
       { encoding: "utf8", cwd: repoRoot, timeout: 120_000 },
     );
     const all = result.stdout + result.stderr;

@@ -18,6 +18,7 @@ import { convertPickleFile, convertToTorchFile, scanPickleFile } from "../src/pi
 import { planConversion } from "../src/pickle/plan.js";
 import { scanSource } from "../src/pickle/scan.js";
 import { PyBytes, PyDict, PyFloat, PyList, PySet, PyTuple, type PyValue } from "../src/pickle/values.js";
+import { loaderArgs, modulePath } from "./helpers/compiled.js";
 import { corpusAvailable, corpusDir, corpusMissingReason, repoRoot } from "./helpers/corpus.js";
 import { runReference, skipWithoutReference } from "./helpers/reference.js";
 
@@ -175,7 +176,7 @@ describe("refused files", () => {
     runs.push(["scan", "--json", ...manifest.refused.map((r) => path.join(fixtures, r.file))]);
     const result = spawnSync(
       process.execPath,
-      ["--import", "tsx", path.join(repoRoot, "test/helpers/run-cli-batch.ts"), JSON.stringify(runs)],
+      [...loaderArgs, modulePath(path.join(repoRoot, "test/helpers/run-cli-batch.ts")), JSON.stringify(runs)],
       {
         encoding: "utf8",
         cwd: repoRoot,

@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
+import { loaderArgs, modulePath } from "./helpers/compiled.js";
 import { repoRoot } from "./helpers/corpus.js";
 
 const testDir = path.join(repoRoot, "test");
@@ -21,7 +22,7 @@ function runWithoutReference(file: string): Promise<string> {
   // Inside `node --test`, NODE_TEST_CONTEXT makes a child report to its parent instead of printing TAP.
   const { NODE_TEST_CONTEXT: _, ...env } = process.env;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--test", "--test-reporter=tap", file], {
+    const child = spawn(process.execPath, [...loaderArgs, "--test", "--test-reporter=tap", modulePath(file)], {
       cwd: repoRoot,
       env: { ...env, SAFETENSORS_REF_PYTHON: path.join(repoRoot, "no-such-dir", "python") },
       stdio: ["ignore", "pipe", "pipe"],
@@ -38,7 +39,7 @@ function runWithoutReference(file: string): Promise<string> {
 
 test("suites that need the reference are reported as skipped when it is absent", async () => {
   assert.ok(usersOfReference.length >= 2, `found only ${usersOfReference.join(", ")}: is the scan broken?`);
-  const outputs = await Promise.all(usersOfReference.map((name) => runWithoutReference(path.join("test", name))));
+  const outputs = await Promise.all(usersOfReference.map((name) => runWithoutReference(path.join(testDir, name))));
   usersOfReference.forEach((name, i) => {
     const out = outputs[i]!;
     const count = (key: string) => Number(new RegExp(`^# ${key} (\\d+)$`, "m").exec(out)?.[1] ?? Number.NaN);

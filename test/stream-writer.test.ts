@@ -23,6 +23,7 @@ import {
   serialize,
   Tensor,
 } from "../src/node.js";
+import { loaderArgs, moduleUrl } from "./helpers/compiled.js";
 import { repoRoot } from "./helpers/corpus.js";
 import { fill } from "./helpers/fill.js";
 
@@ -318,12 +319,12 @@ describe("streaming writer", () => {
 
   test("a process that exits without committing leaves no temporary file", () => {
     const script = `
-      import { createWriter } from ${JSON.stringify(path.join(repoRoot, "src/node.ts"))};
+      import { createWriter } from ${JSON.stringify(moduleUrl(path.join(repoRoot, "src/node.ts")))};
       const w = createWriter(process.argv[1], { a: { dtype: "U8", shape: [4] } });
       w.write("a", new Uint8Array(2));
       process.stdout.write(String(w.remaining()));
     `;
-    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script, target()], {
+    const child = spawnSync(process.execPath, [...loaderArgs, "--input-type=module", "-e", script, target()], {
       cwd: repoRoot,
       encoding: "utf8",
     });

@@ -5,16 +5,18 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 import { buildSync } from "esbuild";
+import { loaderArgs, moduleUrl } from "./compiled.js";
 import { repoRoot } from "./corpus.js";
 
 /**
- * The CLI as a separate process from the sources (as bin/safetensors.js runs them without dist/). A placeholder
- * comes first: node would take a first argument "inspect" after -e for its debugger.
+ * The CLI as a separate process from the sources (as bin/safetensors.js runs them without dist/), or their compiled
+ * twins under `npm test` (helpers/compiled.ts). A placeholder comes first: node would take a first argument "inspect"
+ * after -e for its debugger.
  */
 function processArgs(args: string[]): string[] {
-  const entry = new URL("../../src/cli/main.ts", import.meta.url).href;
+  const entry = moduleUrl(path.join(repoRoot, "src/cli/main.ts"));
   const script = `import(${JSON.stringify(entry)}).then(async (m) => { process.exitCode = await m.main(process.argv.slice(2)); })`;
-  return ["--import", "tsx", "-e", script, "safetensors", ...args];
+  return [...loaderArgs, "-e", script, "safetensors", ...args];
 }
 
 export function cliProcess(args: string[]) {

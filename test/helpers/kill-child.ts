@@ -4,6 +4,7 @@
  */
 import { spawn } from "node:child_process";
 import { writeSync } from "node:fs";
+import { loaderArgs, modulePath } from "./compiled.js";
 
 /**
  * The child's byte to the parent. Its standard output is a non-blocking pipe: with the parent slow to read (the whole
@@ -22,13 +23,16 @@ export function tellParent(): void {
   }
 }
 
-/** Spawn `script` under tsx with `env` added; resolves with the child's signal once it has exited. */
+/**
+ * Spawn the module `script` (a source's path: its compiled twin under `npm test`, helpers/compiled.ts) with `env`
+ * added; resolves with the child's signal once it has exited.
+ */
 export async function killAtWrite(
   script: string,
   env: Record<string, string>,
   killAt: number,
 ): Promise<NodeJS.Signals | null> {
-  const child = spawn(process.execPath, ["--import", "tsx", script], {
+  const child = spawn(process.execPath, [...loaderArgs, modulePath(script)], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });

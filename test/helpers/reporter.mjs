@@ -8,6 +8,7 @@
  * test file that fails outside its tests (a crash at load) is one failure named by its path.
  */
 import * as path from "node:path";
+import { sourceOf } from "../../scripts/compile-tests.mjs";
 
 /** Lines of a file's standard error shown with its failures (the end of it, where a crash says why). */
 const STDERR_LINES = 40;
@@ -21,6 +22,11 @@ const yellow = (text) => paint(33, text);
 const green = (text) => paint(32, text);
 
 const relative = (file) => (file === undefined ? "(no file)" : path.relative(process.cwd(), file));
+/**
+ * The file an event names, absolute: a compiled test (scripts/compile-tests.mjs) by its source, as node names it in
+ * the events of its tests (source maps) but not in those of the file itself or its standard error.
+ */
+const fileOf = (name) => sourceOf(path.resolve(name)) ?? path.resolve(name);
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
@@ -65,8 +71,7 @@ export default async function* reporter(source) {
   for await (const event of source) {
     const { data } = event;
     if (event.type === "test:stderr" || event.type === "test:stdout") {
-      if (data.file !== undefined && data.message !== undefined)
-        tally(path.resolve(data.file)).stderr.push(data.message);
+      if (data.file !== undefined && data.message !== undefined) tally(fileOf(data.file)).stderr.push(data.message);
       continue;
     }
     // test:start comes in declaration order, a suite's before its tests' (its test:pass comes after them).
@@ -77,13 +82,13 @@ export default async function* reporter(source) {
     }
     if (event.type !== "test:pass" && event.type !== "test:fail") continue;
     // Absolute in some events, relative to the cwd in others (Node 22+ for standard error).
-    const file = data.file === undefined ? "(no file)" : path.resolve(data.file);
+    const file = data.file === undefined ? "(no file)" : fileOf(data.file);
     if (current !== undefined && current.file !== file) yield fileLine(current);
     current = tally(file);
     const nesting = data.nesting ?? 0;
     const isSuite = data.details?.type === "suite";
     // The file as a test of its own (Node 20 names it by its absolute path, later versions relative to the cwd).
-    const isFileItself = nesting === 0 && data.name !== undefined && path.resolve(data.name) === file;
+    const isFileItself = nesting === 0 && data.name !== undefined && fileOf(data.name) === file;
     if (nesting === 0 && !isFileItself) current.ms += data.details?.duration_ms ?? 0;
     const title = isFileItself ? relative(file) : [...suites.slice(0, nesting), data.name ?? "?"].join(" › ");
     if (event.type === "test:fail") {
