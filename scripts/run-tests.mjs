@@ -12,8 +12,9 @@
  * d4ffcce). Wider machines keep node's default.
  */
 import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { COMPILED, compiledPath, compileTests } from "./compile-tests.mjs";
 
@@ -21,9 +22,10 @@ import { COMPILED, compiledPath, compileTests } from "./compile-tests.mjs";
 export const CONCURRENCY = Math.max(2, availableParallelism() - 1);
 
 /**
- * The files that take longest, started first (longest first), the others after them in name order. node:test starts
- * files in the order given: sorted by name, package.test.ts (~90 s wall alone, npm pack and installs) started two
- * thirds of the way in and ran on alone at the end while the other lane had nothing left. Seconds of wall time each
+ * The files that take longest, started first (longest first), the others after them in name order (node --test sorts
+ * the files it is given by name: queued() names them in this order). Sorted by name, package.test.ts (~90 s wall
+ * alone, npm pack and installs) started two thirds of the way in and ran on alone at the end while the other lane had
+ * nothing left. Seconds of wall time each
  * alone (`node --import tsx --test test/NAME.test.ts`, 2026-12-03 at load 3-8 on 2 cores; merge.test.ts as this branch left it).
  */
 export const LONGEST = [
@@ -51,6 +53,22 @@ export function testFiles() {
 }
 
 /**
+ * Links to the compiled `files` whose names sort in the order of `files`: node --test runs the files it is given in
+ * name order, not in the order given (Node 20.20: c, b, a ran as a, b, c; 2026-12-03), so LONGEST went unheeded. A
+ * link's module is its target's (node resolves the entry point's real path), relative imports included.
+ */
+function queued(files) {
+  const dir = join(COMPILED, "queue");
+  mkdirSync(dir);
+  const width = String(files.length).length;
+  return files.map((file, i) => {
+    const link = join(dir, `${String(i).padStart(width, "0")}-${basename(compiledPath(file))}`);
+    symlinkSync(compiledPath(file), link);
+    return link;
+  });
+}
+
+/**
  * Run `files` (test/NAME.test.ts) with node's test runner and the suite's reporter, compiled afresh; returns the exit
  * status. SAFETENSORS_TEST_JS tells the tests where the compiled modules are, for the children they start
  * (test/helpers/compiled.ts).
@@ -65,7 +83,7 @@ export async function runTests(files, args = []) {
       `--test-concurrency=${CONCURRENCY}`,
       "--test-reporter=./test/helpers/reporter.mjs",
       ...args,
-      ...files.map(compiledPath),
+      ...queued(files),
     ],
     { stdio: "inherit", env: { ...process.env, SAFETENSORS_TEST_JS: COMPILED } },
   );

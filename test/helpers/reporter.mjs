@@ -4,8 +4,10 @@
  * reference, Chromium... missing), and the totals. Node's TAP output printed ~6,600 lines where a failure or a skip
  * was hard to find. The full output of a file: `node --import tsx --test --test-reporter=spec test/NAME.test.ts`.
  *
- * Plain JavaScript: node loads reporters before `--import tsx` takes effect. Events as node:test emits them (Node 20 to 26): `test:pass` / `test:fail` in declaration order, `file` on each; a
- * test file that fails outside its tests (a crash at load) is one failure named by its path.
+ * Plain JavaScript: node loads reporters before `--import tsx` takes effect (a file run by hand; `npm test` runs
+ * compiled tests, scripts/compile-tests.mjs). Events as node:test emits them (Node 20 to 26): `test:pass` /
+ * `test:fail` in declaration order, `file` on each; a test file that fails outside its tests (a crash at load) is one
+ * failure named by its path.
  */
 import * as path from "node:path";
 import { sourceOf } from "../../scripts/compile-tests.mjs";
@@ -23,10 +25,19 @@ const green = (text) => paint(32, text);
 
 const relative = (file) => (file === undefined ? "(no file)" : path.relative(process.cwd(), file));
 /**
- * The file an event names, absolute: a compiled test (scripts/compile-tests.mjs) by its source, as node names it in
- * the events of its tests (source maps) but not in those of the file itself or its standard error.
+ * The file an event names, absolute: a compiled test (scripts/compile-tests.mjs), or the link to it that
+ * scripts/run-tests.mjs runs, by its source, as node names it in the events of its tests (source maps) but not in
+ * those of the file itself or its standard error.
  */
-const fileOf = (name) => sourceOf(path.resolve(name)) ?? path.resolve(name);
+const fileNames = new Map();
+const fileOf = (name) => {
+  let file = fileNames.get(name);
+  if (file === undefined) {
+    file = sourceOf(path.resolve(name)) ?? path.resolve(name);
+    fileNames.set(name, file);
+  }
+  return file;
+};
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
