@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm test`: every file in test/, through node:test and test/helpers/reporter.mjs, at least two files at a time, the
- * longest first (LONGEST), compiled to plain JavaScript first (scripts/compile-tests.mjs says why).
+ * `npm test`: every file in test/, through node:test and test/helpers/reporter.mjs, at least three files at a time,
+ * the longest first (LONGEST), compiled to plain JavaScript first (scripts/compile-tests.mjs says why).
  * scripts/test-fast.mjs runs its subset through runTests too. Arguments are passed on to node before the files
  * (`npm test -- --test-name-pattern=merge`).
  *
@@ -10,6 +10,10 @@
  * children, SIGKILL trials pausing at each write, servers). One file at a time left a core idle: the serial suite took
  * 573.6 s of wall time for 571 s of CPU (user + system, children included) on 2 cores at load 2.5-4 (2026-12-02,
  * d4ffcce). Wider machines keep node's default.
+ *
+ * Why three on 2 cores: with two, the compiled suite still kept the cores busy only 134-160% of its wall time (the
+ * waits above); with three it took 225.9 and 228.9 s of wall time for 397 and 411 s of CPU, where two took
+ * 243.7-300.3 s for 386-403 s (npm test, alone under the lock, 2026-12-03, 2-core VM).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
@@ -18,15 +22,15 @@ import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { COMPILED, compiledPath, compileTests } from "./compile-tests.mjs";
 
-/** How many test files run at once: node's default, but never fewer than two. */
-export const CONCURRENCY = Math.max(2, availableParallelism() - 1);
+/** How many test files run at once: node's default, but never fewer than three. */
+export const CONCURRENCY = Math.max(3, availableParallelism() - 1);
 
 /**
  * The files that take longest, started first (longest first), the others after them in name order (node --test sorts
  * the files it is given by name: queued() names them in this order). Sorted by name, package.test.ts (~90 s wall
  * alone, npm pack and installs) started two thirds of the way in and ran on alone at the end while the other lane had
- * nothing left. Seconds of wall time each
- * alone (`node --import tsx --test test/NAME.test.ts`, 2026-12-03 at load 3-8 on 2 cores; merge.test.ts as this branch left it).
+ * nothing left. Seconds of wall time each alone (`node --import tsx --test test/NAME.test.ts`, 2026-12-03 at load 3-8
+ * on 2 cores; merge.test.ts as this branch left it).
  */
 export const LONGEST = [
   "package.test.ts", // 93 s (80 s of CPU); 70 s of CPU with its prebuild cache warm (2026-12-03, 81b027f, load 6-9)
