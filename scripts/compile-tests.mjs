@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 /**
  * The suite as plain JavaScript: every TypeScript (and .mjs) module of the folders tests import from, transformed by
- * esbuild one file at a time into COMPILED, the folders mirrored so that relative imports still meet. `npm test` and
- * `npm run test:fast` run the compiled tests (scripts/run-tests.mjs), compiling first each time (~1 s), so they never
- * run an older compile than the sources.
+ * esbuild one file at a time into a folder under test-artifacts/ (ignored by git), the folders mirrored so that
+ * relative imports still meet. `npm test` and `npm run test:fast` run the compiled tests (scripts/run-tests.mjs),
+ * compiling into a folder of their own each run (1-3 s), so they never run an older compile than the sources.
  *
  * Why: `node --import tsx` costs ~0.45 s of CPU before a file runs where plain node costs ~0.1 s (tsx's hooks off
  * the main thread, then each module transformed as it is imported), for each of the ~100 test files and each child
@@ -25,8 +25,8 @@ import { transform } from "esbuild";
 
 const root = join(fileURLToPath(import.meta.url), "..", "..");
 
-/** Where the compiled modules go (ignored by git with test-artifacts/), the checkout's layout mirrored inside. */
-export const COMPILED = join(root, "test-artifacts", "js");
+/** Where the compiled modules' folders go (ignored by git). */
+export const ARTIFACTS = join(root, "test-artifacts");
 /** The folders compiled: the tests, the sources they test, and the bench and scripts modules some tests import. */
 const FOLDERS = ["src", "test", "bench", "scripts"];
 /** Not compiled: data, and build output. */
@@ -48,21 +48,21 @@ function sources(folder) {
   return found;
 }
 
-/** The compiled file of a source, relative to the checkout (`test/a.test.ts` → COMPILED/test/a.test.js). */
-export function compiledPath(source) {
-  return join(COMPILED, source.replace(/\.ts$/, ".js").replace(/\.mts$/, ".mjs"));
+/** The compiled file in `dir` of a source relative to the checkout (`test/a.test.ts` → DIR/test/a.test.js). */
+export function compiledPath(dir, source) {
+  return join(dir, source.replace(/\.ts$/, ".js").replace(/\.mts$/, ".mjs"));
 }
 
-/** The source of a compiled test file or of a link to one (absolute paths), or undefined for other files. */
-export function sourceOf(file) {
-  const name = relative(COMPILED, existsSync(file) ? realpathSync(file) : file);
+/** The source of a file compiled into `dir` or of a link to one (absolute paths), or undefined for other files. */
+export function sourceOf(dir, file) {
+  const name = relative(dir, existsSync(file) ? realpathSync(file) : file);
   return name.startsWith("..") || !name.endsWith(".js") ? undefined : join(root, name.replace(/\.js$/, ".ts"));
 }
 
-/** Compile every module afresh (what was compiled before is removed first); returns how many were compiled. */
-export async function compileTests() {
+/** Compile every module into `dir`, afresh (what it held is removed first); returns how many were compiled. */
+export async function compileTests(dir) {
   const { compilerOptions } = JSON.parse(readFileSync(join(root, "tsconfig.json"), "utf8"));
-  rmSync(COMPILED, { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
   const files = FOLDERS.flatMap(sources);
   await Promise.all(
     files.map(async (name) => {
@@ -84,7 +84,7 @@ export async function compileTests() {
               "import.meta.filename": JSON.stringify(file),
             },
       });
-      const out = compiledPath(name);
+      const out = compiledPath(dir, name);
       mkdirSync(dirname(out), { recursive: true });
       writeFileSync(out, code);
     }),
@@ -92,7 +92,9 @@ export async function compileTests() {
   return files.length;
 }
 
+// By hand: `node scripts/compile-tests.mjs [DIR]` (test-artifacts/js by default).
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const count = await compileTests();
-  console.log(`compiled ${count} modules into ${relative(process.cwd(), COMPILED)}`);
+  const dir = process.argv[2] ?? join(ARTIFACTS, "js");
+  const count = await compileTests(dir);
+  console.log(`compiled ${count} modules into ${relative(process.cwd(), dir)}`);
 }

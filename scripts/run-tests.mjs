@@ -16,11 +16,11 @@
  * 243.7-300.3 s for 386-403 s (npm test, alone under the lock, 2026-12-03, 2-core VM).
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { COMPILED, compiledPath, compileTests } from "./compile-tests.mjs";
+import { ARTIFACTS, compiledPath, compileTests } from "./compile-tests.mjs";
 
 /** How many test files run at once: node's default, but never fewer than three. */
 export const CONCURRENCY = Math.max(3, availableParallelism() - 1);
@@ -61,15 +61,39 @@ export function testFiles() {
  * name order, not in the order given (Node 20.20: c, b, a ran as a, b, c; 2026-12-03), so LONGEST went unheeded. A
  * link's module is its target's (node resolves the entry point's real path), relative imports included.
  */
-function queued(files) {
-  const dir = join(COMPILED, "queue");
+function queued(compiled, files) {
+  const dir = join(compiled, "queue");
   mkdirSync(dir);
   const width = String(files.length).length;
   return files.map((file, i) => {
-    const link = join(dir, `${String(i).padStart(width, "0")}-${basename(compiledPath(file))}`);
-    symlinkSync(compiledPath(file), link);
+    const link = join(dir, `${String(i).padStart(width, "0")}-${basename(compiledPath(compiled, file))}`);
+    symlinkSync(compiledPath(compiled, file), link);
     return link;
   });
+}
+
+/** Whether process `pid` is alive. */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error.code === "EPERM";
+  }
+}
+
+/**
+ * A folder for this run's compile (test-artifacts/js-PID): a run of its own for each, so that two runs in one checkout
+ * (test:fast while npm test runs) never overwrite each other's modules. Removed after the run; the folders of runs
+ * that were killed before removing theirs are removed here.
+ */
+function compileFolder() {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  for (const name of readdirSync(ARTIFACTS)) {
+    const pid = /^js-(\d+)$/.exec(name)?.[1];
+    if (pid !== undefined && !alive(Number(pid))) rmSync(join(ARTIFACTS, name), { recursive: true, force: true });
+  }
+  return join(ARTIFACTS, `js-${process.pid}`);
 }
 
 /**
@@ -78,20 +102,25 @@ function queued(files) {
  * (test/helpers/compiled.ts).
  */
 export async function runTests(files, args = []) {
-  await compileTests();
-  const run = spawnSync(
-    process.execPath,
-    [
-      "--enable-source-maps",
-      "--test",
-      `--test-concurrency=${CONCURRENCY}`,
-      "--test-reporter=./test/helpers/reporter.mjs",
-      ...args,
-      ...queued(files),
-    ],
-    { stdio: "inherit", env: { ...process.env, SAFETENSORS_TEST_JS: COMPILED } },
-  );
-  return run.status ?? 1;
+  const compiled = compileFolder();
+  try {
+    await compileTests(compiled);
+    const run = spawnSync(
+      process.execPath,
+      [
+        "--enable-source-maps",
+        "--test",
+        `--test-concurrency=${CONCURRENCY}`,
+        "--test-reporter=./test/helpers/reporter.mjs",
+        ...args,
+        ...queued(compiled, files),
+      ],
+      { stdio: "inherit", env: { ...process.env, SAFETENSORS_TEST_JS: compiled } },
+    );
+    return run.status ?? 1;
+  } finally {
+    rmSync(compiled, { recursive: true, force: true });
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

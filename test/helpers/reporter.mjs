@@ -25,15 +25,16 @@ const green = (text) => paint(32, text);
 
 const relative = (file) => (file === undefined ? "(no file)" : path.relative(process.cwd(), file));
 /**
- * The file an event names, absolute: a compiled test (scripts/compile-tests.mjs), or the link to it that
- * scripts/run-tests.mjs runs, by its source, as node names it in the events of its tests (source maps) but not in
- * those of the file itself or its standard error.
+ * The file an event names, absolute: a compiled test (scripts/compile-tests.mjs, into the folder SAFETENSORS_TEST_JS
+ * names), or the link to it that scripts/run-tests.mjs runs, by its source, as node names it in the events of its
+ * tests (source maps) but not in those of the file itself or its standard error.
  */
 const fileNames = new Map();
 const fileOf = (name) => {
   let file = fileNames.get(name);
   if (file === undefined) {
-    file = sourceOf(path.resolve(name)) ?? path.resolve(name);
+    const compiled = process.env.SAFETENSORS_TEST_JS;
+    file = (compiled && sourceOf(compiled, path.resolve(name))) || path.resolve(name);
     fileNames.set(name, file);
   }
   return file;
