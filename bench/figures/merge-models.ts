@@ -59,7 +59,28 @@ const CP_MODEL = {
   code: CP_CODE,
 };
 
-function mergeFigure(name: string, config: string, method: string, goal: { ratio: number; rssMaxMib: number }) {
+/**
+ * The files of the models a figure reads (`models`: folders of the merge bench's data), read through before each run
+ * of each side (warmFiles). Without it, ours was timed right after mergekit's warm-up: after an 11 GiB allocation (its
+ * TIES peak is 10.8 GB) each input's pages in the page cache fell from 2.4 to 2.1 GiB (fincore, 2026-12-03), so ours
+ * read ~0.9 GiB of TIES's inputs from the disk that mergekit, timed after ours (2.2 GiB at most), found cached. In that
+ * run (15:11-15:30, 01eebb3) TIES took 47.8 s where it took 27-36 s by hand just before.
+ */
+function modelFiles(models: readonly string[]): (ctx: ProcessContext) => string[] {
+  return (ctx) =>
+    models.flatMap((model) => {
+      const dir = path.join(dataDir(ctx), model);
+      return fs.readdirSync(dir).map((name) => path.join(dir, name));
+    });
+}
+
+function mergeFigure(
+  name: string,
+  config: string,
+  method: string,
+  models: readonly string[],
+  goal: { ratio: number; rssMaxMib: number },
+) {
   return defineFigure<void>({
     name,
     method: {
@@ -80,6 +101,7 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
     reference: { kind: "process", argv: (ctx) => mergekit(ctx, config, path.join(ctx.scratch, "mergekit")) },
     referenceExtras: [CP_MODEL],
     freshOutputs: true,
+    warmFiles: modelFiles(models),
     goal,
   });
 }
@@ -168,7 +190,7 @@ function mergeFigure(name: string, config: string, method: string, goal: { ratio
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
  */
-export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", {
+export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of two fine-tunes", ["ft1", "ft2"], {
   ratio: 10,
   rssMaxMib: 256,
 });
@@ -225,10 +247,16 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * 12.3x (goal 10x: held); RSS within the bound (held). The third, 13:33-13:52: ours 35677 ms and 2214 MiB, mergekit
  * 378066 ms and 10826 MiB: 10.6x (held); RSS held. So 9.47-12.3x over three runs: the margin is thin.
  */
-export const mergeTies = mergeFigure("merge_ties", "ties.yml", "TIES of two fine-tunes over the base, density 0.5", {
-  ratio: 10,
-  rssMaxMib: 2560,
-});
+export const mergeTies = mergeFigure(
+  "merge_ties",
+  "ties.yml",
+  "TIES of two fine-tunes over the base, density 0.5",
+  ["base", "ft1", "ft2"],
+  {
+    ratio: 10,
+    rssMaxMib: 2560,
+  },
+);
 
 /**
  * Run of 2026-12-02 04:11 (commit 42a7f69, load 8-10, --runs 1): ours 47.4 s and 326 MiB, PEFT 29.2 s and 2868 MiB:
@@ -284,5 +312,6 @@ export const loraBake = defineFigure<void>({
     ],
   },
   freshOutputs: true,
+  warmFiles: modelFiles(["base", "lora-r16"]),
   goal: { ratio: 2, rssMaxMib: 256 },
 });

@@ -110,6 +110,13 @@ export interface Figure {
    * disk with the run that follows.
    */
   freshOutputs?: boolean;
+  /**
+   * Whole-process figures: files read through, untimed, before every run of every side (warm-up included), so that each
+   * side starts with its inputs in the page cache whatever ran before it. The warm-up runs alone do not ensure that on
+   * the bench VM: a side that takes 11 GB (mergekit) evicts part of the inputs (DAMON reclaim runs there too), and the
+   * side timed after it reads them from the disk again.
+   */
+  warmFiles?: (ctx: ProcessContext) => string[];
   /** Reported in its own table (import time) rather than in the main one. */
   section?: "main" | "import";
   // biome-ignore lint/suspicious/noExplicitAny: the state type is private to each figure (see defineFigure)

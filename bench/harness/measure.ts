@@ -68,19 +68,34 @@ function processRun(makeArgv: () => string[], env: MeasureEnv, peak: boolean): C
   return { ...run, ...(Number.isFinite(kib) ? { peakMib: kib / 1024 } : {}) };
 }
 
+function processContext(env: MeasureEnv): ProcessContext {
+  return {
+    repo: REPO_DIR,
+    bench: BENCH_DIR,
+    node: env.node,
+    python: env.reference.python,
+    path: env.files.checkpoint,
+    pt: env.files.pt,
+    scratch: env.files.scratch,
+  };
+}
+
+/** Read `file` through (into the page cache), 8 MiB at a time. */
+function readThrough(file: string): void {
+  const fd = fs.openSync(file, "r");
+  try {
+    const buffer = Buffer.allocUnsafe(8 << 20);
+    while (fs.readSync(fd, buffer, 0, buffer.length, null) > 0) {}
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 function sidesOf(figure: Figure, env: MeasureEnv): { sides: Map<string, Side>; skipped: Map<string, Series> } {
   const sides = new Map<string, Side>();
   const skipped = new Map<string, Series>();
   const { reference, files } = env;
-  const pctx: ProcessContext = {
-    repo: REPO_DIR,
-    bench: BENCH_DIR,
-    node: env.node,
-    python: reference.python,
-    path: files.checkpoint,
-    pt: files.pt,
-    scratch: files.scratch,
-  };
+  const pctx = processContext(env);
   for (const backend of figure.backends ?? BACKENDS) {
     const label = `ours ${figure.name} ${backend}`;
     const ours = figure.ours;
@@ -149,10 +164,12 @@ export function measureFigure(figure: Figure, env: MeasureEnv): FigureResult {
     key.startsWith("ours:") ? figure.ours.kind === "process" : figure.reference.kind === "process";
 
   const prepare = () => {
-    if (!figure.freshOutputs) return;
-    fs.rmSync(env.files.scratch, { recursive: true, force: true });
-    fs.mkdirSync(env.files.scratch, { recursive: true });
-    spawnSync("sync", { stdio: "ignore" });
+    if (figure.freshOutputs) {
+      fs.rmSync(env.files.scratch, { recursive: true, force: true });
+      fs.mkdirSync(env.files.scratch, { recursive: true });
+      spawnSync("sync", { stdio: "ignore" });
+    }
+    for (const file of figure.warmFiles?.(processContext(env)) ?? []) readThrough(file);
   };
   for (const [key, side] of sides) {
     progress(`${side.label}: warm-up`);
