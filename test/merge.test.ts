@@ -125,7 +125,13 @@ function keptOptions(name: string): FixtureOptions {
 async function runFixture(name: string, options: FixtureOptions = {}): Promise<string> {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), `merge-${name}-`));
   const config = parseMergeYaml(fs.readFileSync(path.join(FIXTURES, "configs", `${name}.yml`), "utf8"));
-  await mergeModels(config, out, { modelsDir: FIXTURES, ...options });
+  try {
+    await mergeModels(config, out, { modelsDir: FIXTURES, ...options });
+  } catch (error) {
+    // The caller removes the output of a merge that ran; a refused one leaves nothing behind either.
+    fs.rmSync(out, { recursive: true, force: true });
+    throw error;
+  }
   return out;
 }
 
