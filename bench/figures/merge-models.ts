@@ -186,6 +186,10 @@ function mergeFigure(
  * synchronously): 4.31 s. 13:30-13:33 (`--runs 3 --only merge_linear`): ours 2282 ms median (2133-3800) and 90.9 MiB,
  * mergekit 31330 ms (30595-34786): 13.7x (held), cp 1325 ms (1292-2122). The three in one run a third time,
  * 13:33-13:52 (e92d5da, the same code): ours 1774 ms and 99.3 MiB, mergekit 23953 ms: 13.5x (held), cp 1100 ms.
+ * A fourth, 15:11-15:30 (01eebb3, the same merge code), before warmFiles: ours 3021 ms and 96.2 MiB, mergekit 27309 ms:
+ * 9.04x (**lost**), cp 1406 ms. With warmFiles (9fff7d7 and c2711fd, the same merge code), 15:36-15:54: ours 2758 ms
+ * and 96.4 MiB, mergekit 34670 ms: 12.6x (held), cp 1166 ms; 16:01-16:21: ours 2269 ms and 97.9 MiB, mergekit
+ * 30245 ms: 13.3x (held), cp 1266 ms.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -246,6 +250,16 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * of the three, 12:46-13:05 (e6294e6, the same code): ours 32984 ms and 2212 MiB, mergekit 406039 ms and 10844 MiB:
  * 12.3x (goal 10x: held); RSS within the bound (held). The third, 13:33-13:52: ours 35677 ms and 2214 MiB, mergekit
  * 378066 ms and 10826 MiB: 10.6x (held); RSS held. So 9.47-12.3x over three runs: the margin is thin.
+ * A fourth, 15:11-15:30 (01eebb3), before warmFiles: ours 47840 ms and 2211 MiB, mergekit 392566 ms: 8.21x
+ * (**lost**), where by hand just before the same merge took 27.7-35.7 s (ours ran after mergekit's warm-up had evicted
+ * part of its inputs: modelFiles above). With warmFiles, 15:36-15:54: ours 31402 ms and 2211 MiB, mergekit 341318 ms
+ * and 10842 MiB: 10.9x (held); 16:01-16:21: ours 36299 ms and 2221 MiB, mergekit 386553 ms: 10.6x (held). RSS held in
+ * every run.
+ * Tried and not adopted (2026-12-03 14:50-15:10): a whole-tensor job begun one ahead, its inputs read and decoded and
+ * its task vectors handed to the workers while the job before was sparsified, combined and written. Interleaved by
+ * hand with main's build (five each, under the bench lock): 26.8-36.4 s, median 33.67 s, against 27.7-35.7 s, median
+ * 33.68 s; peak RSS up to 2979 MiB (two jobs' arrays, and buffers of two sizes kept) against 2220. The sparsify phase
+ * already keeps both cores busy, and the main thread's work took its cores from it.
  */
 export const mergeTies = mergeFigure(
   "merge_ties",
@@ -280,7 +294,9 @@ export const mergeTies = mergeFigure(
  * Same run as merge_linear's and merge_ties' of 2026-12-03 12:17-12:39 (commit 5a2930d): ours 8701 ms and 194.0 MiB,
  * PEFT 33267 ms and 2869 MiB: 3.82x (goal 2x: held); RSS held. The next run, 12:46-13:05: ours 7658 ms and
  * 186.6 MiB, PEFT 26222 ms and 2868 MiB: 3.42x (held); RSS held. The third, 13:33-13:52: ours 7065 ms and
- * 191.6 MiB, PEFT 25047 ms and 2868 MiB: 3.54x (held); RSS held.
+ * 191.6 MiB, PEFT 25047 ms and 2868 MiB: 3.54x (held); RSS held. A fourth, 15:11-15:30, before warmFiles: ours
+ * 8341 ms and 196.5 MiB, PEFT 27129 ms: 3.25x (held). With warmFiles, 15:36-15:54: ours 7349 ms and 183.3 MiB, PEFT
+ * 24308 ms and 2868 MiB: 3.31x (held); 16:01-16:21: ours 6463 ms and 196.6 MiB, PEFT 27389 ms: 4.24x (held).
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
