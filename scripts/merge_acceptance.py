@@ -313,12 +313,21 @@ def merges(rng, root, info, results, only):
                      "--no-write-model-card", "--allow-crimes", "--random-seed", "0"], cwd=root)
             except RuntimeError as error:
                 # mergekit itself failed (a config transformers refuses, say): nothing to compare with. Ours must
-                # still make a model that transformers loads and runs.
-                summary = json.loads(run(["node", CLI, "merge-models", path, ours, "--json"], cwd=root))
+                # still make a model that transformers loads and runs, or refuse the config as mergekit did: a config
+                # both refuse (DELLA's density +/- epsilon outside (0, 1) for some tensor: mergekit's ValueError, our
+                # InvalidMergeConfig) passes.
+                case["mergekit_failed"] = str(error)[-600:]
+                try:
+                    summary = json.loads(run(["node", CLI, "merge-models", path, ours, "--json"], cwd=root))
+                except RuntimeError as ours_error:
+                    case["ok"] = "error[InvalidMergeConfig]" in str(ours_error) and "ValueError" in str(error)
+                    case["both_refused"] = str(ours_error)[-300:]
+                    results.append(case)
+                    print(json.dumps(case), flush=True)
+                    continue
                 case["written"] = summary.get("bytesWritten")
                 d, _ = logits(ours, tensors_of(ours), base_vocab(root))
                 case["ok"] = d == 0
-                case["mergekit_failed"] = str(error)[-600:]
                 results.append(case)
                 print(json.dumps(case), flush=True)
                 continue
