@@ -10,6 +10,7 @@ import { toFloat32 } from "../codecs/index.js";
 import { SafetensorError } from "../format/errors.js";
 import type { MergeDtype } from "./config.js";
 import { taskKernels } from "./fast-kernels.js";
+import { blasNorm, pairwiseSum } from "./numpy-sums.js";
 import { type Round, roundArray, rounder } from "./round.js";
 import { keepSortedMagnitudes } from "./torch-sort.js";
 
@@ -455,18 +456,18 @@ function norm(values: Float32Array, from = 0, to = values.length, stride = 1): n
 /**
  * SLERP from `v0` (the base) to `v1` at `t`, in float32 as mergekit's numpy code runs it: each tensor normalized by
  * its norm (when above 1e-8), the angle from their dot product; nearly colinear tensors (|dot| > 0.9995) are lerped.
+ * The norms and the dot product are summed in numpy's order (`numpy-sums.ts`); `out` holds the products meanwhile.
  */
 export function slerpKernel(t: number, v0: Float32Array, v1: Float32Array, out: Float32Array): void {
   const n = v0.length;
-  const n0 = fround(norm(v0));
-  const n1 = fround(norm(v1));
-  let dot = 0;
+  const n0 = blasNorm(v0);
+  const n1 = blasNorm(v1);
   for (let i = 0; i < n; i++) {
     const a = n0 > 1e-8 ? fround(v0[i]! / n0) : v0[i]!;
     const b = n1 > 1e-8 ? fround(v1[i]! / n1) : v1[i]!;
-    dot += fround(a * b);
+    out[i] = a * b;
   }
-  dot = fround(dot);
+  const dot = pairwiseSum(out);
   const tf = fround(t);
   if (Math.abs(dot) > 0.9995) {
     const s0 = fround(1 - t);
