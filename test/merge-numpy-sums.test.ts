@@ -9,6 +9,8 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
+import fc from "fast-check";
+import { fromFloat32, toFloat32 } from "../src/codecs/index.js";
 import { blasNorm, fmaf32, pairwiseSum } from "../src/merge/numpy-sums.js";
 import { repoRoot } from "./helpers/corpus.js";
 
@@ -73,4 +75,25 @@ test("fmaf32 rounds x * y + acc once, where the double sum lands on a float32 ti
   // Exact sums and ordinary roundings are fround's.
   assert.equal(fmaf32(3, 5, 7), 22);
   assert.equal(fmaf32(0.1, 0.1, 1), Math.fround(0.1 * 0.1 + 1));
+});
+
+test("blasNorm's short-values path gives the fused path's bits for float16 and bfloat16 values", () => {
+  // Values of at most 12 significant bits over magnitudes 2^-40..2^40, so that squares land far below and far above
+  // the accumulators; and the fixture's arrays rounded to float16 and bfloat16.
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.integer({ min: -4095, max: 4095 }), fc.integer({ min: -52, max: 28 })), { maxLength: 700 }),
+      (pairs) => {
+        const values = Float32Array.from(pairs, ([m, e]) => m * 2 ** e);
+        assert.equal(bits(blasNorm(values, true)), bits(blasNorm(values)));
+      },
+    ),
+    { numRuns: 300 },
+  );
+  for (const { n, k, shift } of fixture.cases.filter((c) => c.n <= 70000)) {
+    for (const dtype of ["F16", "BF16"] as const) {
+      const rounded = toFloat32(dtype, fromFloat32(dtype, values(n, k, shift)), { count: n });
+      assert.equal(bits(blasNorm(rounded, true)), bits(blasNorm(rounded)), `${dtype} n ${n}`);
+    }
+  }
 });

@@ -602,7 +602,8 @@ function slerpJob(job: TensorJob, xs: Float32Array[], out: Float32Array): void {
   }
   if (xs.length !== 2) mismatchInputs(job, "slerp takes exactly two models");
   const other = job.base === 0 ? 1 : 0;
-  slerpKernel(job.params.get("t")!, xs[job.base]!, xs[other]!, out);
+  const short = job.computeDtype === "F16" || job.computeDtype === "BF16";
+  slerpKernel(job.params.get("t")!, xs[job.base]!, xs[other]!, out, short);
   // numpy computes in float32; the result is cast back to the compute dtype.
   roundArray(out, out.length, job.computeDtype);
 }

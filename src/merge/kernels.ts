@@ -457,11 +457,18 @@ function norm(values: Float32Array, from = 0, to = values.length, stride = 1): n
  * SLERP from `v0` (the base) to `v1` at `t`, in float32 as mergekit's numpy code runs it: each tensor normalized by
  * its norm (when above 1e-8), the angle from their dot product; nearly colinear tensors (|dot| > 0.9995) are lerped.
  * The norms and the dot product are summed in numpy's order (`numpy-sums.ts`); `out` holds the products meanwhile.
+ * `shortValues`: the values are float16 or bfloat16 ones (`blasNorm`).
  */
-export function slerpKernel(t: number, v0: Float32Array, v1: Float32Array, out: Float32Array): void {
+export function slerpKernel(
+  t: number,
+  v0: Float32Array,
+  v1: Float32Array,
+  out: Float32Array,
+  shortValues = false,
+): void {
   const n = v0.length;
-  const n0 = blasNorm(v0);
-  const n1 = blasNorm(v1);
+  const n0 = blasNorm(v0, shortValues);
+  const n1 = blasNorm(v1, shortValues);
   for (let i = 0; i < n; i++) {
     const a = n0 > 1e-8 ? fround(v0[i]! / n0) : v0[i]!;
     const b = n1 > 1e-8 ? fround(v1[i]! / n1) : v1[i]!;

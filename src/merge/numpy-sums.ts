@@ -8,8 +8,10 @@
  *   10,800 units (at the tensor's largest magnitude) from mergekit's on them; with these replays the norms are
  *   numpy's bits. On a tiny Llama's down_proj, one unit of one norm moved the output by 3 units
  *   (`scripts/merge_acceptance.py --seed 1203`).
- * - The cost: a SLERP of the bench's two 2.37 GiB models took 45 s of CPU instead of 30 (fmaf32's tie check is half
- *   of it; without it, a tie that a double's rounding makes would be rounded the wrong way once in ~2^30 steps).
+ * - The cost: a SLERP of the bench's two 2.37 GiB float16 models takes 38-39 s of CPU instead of 30 (by hand, twice
+ *   each, alone). With fmaf32's tie check on every step it took 45 s; float16 and bfloat16 values need none
+ *   (`blasNorm`'s `shortValues`), float32 ones do: without it, a tie that a double's rounding makes would be rounded
+ *   the wrong way about once in 2^30 steps.
  * Pure.
  */
 
@@ -47,24 +49,38 @@ const CBLAS_CHUNK = 2 ** 30;
  * accumulators 0+1 and 2+3, then both, then two horizontal adds), and adds the last `n % 32` squares, each rounded
  * to float32, in a double. Other kernels (AVX-512, Arm) order the sum otherwise: mergekit's own output then differs
  * from this by a few units, as it does from machine to machine.
+ *
+ * `shortValues`: every value has at most 12 significant bits (float16 and bfloat16 values). Then a square has at
+ * most 24 and is a float32; where the double sum of a square and an accumulator is inexact, the smaller is under
+ * 2^-28 of the larger, so the sum is nowhere near a float32 tie and rounding it to float32 is the fused rounding:
+ * the tie check is skipped.
  */
-export function blasNorm(values: Float32Array): number {
+export function blasNorm(values: Float32Array, shortValues = false): number {
   let sum = 0;
   for (let from = 0; from < values.length; from += CBLAS_CHUNK) {
-    sum += sdotSelf(values, from, Math.min(values.length, from + CBLAS_CHUNK));
+    sum += sdotSelf(values, from, Math.min(values.length, from + CBLAS_CHUNK), shortValues);
   }
   return fround(Math.sqrt(fround(sum)));
 }
 
-function sdotSelf(x: Float32Array, from: number, to: number): number {
+function sdotSelf(x: Float32Array, from: number, to: number, shortValues: boolean): number {
   const whole = from + ((to - from) & ~31);
   let dot = 0;
   if (whole > from) {
     const lanes = new Float64Array(32);
-    for (let i = from; i < whole; i += 32) {
-      for (let l = 0; l < 32; l++) {
-        const v = x[i + l]!;
-        lanes[l] = fmaf32(v, v, lanes[l]!);
+    if (shortValues) {
+      for (let i = from; i < whole; i += 32) {
+        for (let l = 0; l < 32; l++) {
+          const v = x[i + l]!;
+          lanes[l] = fround(lanes[l]! + v * v);
+        }
+      }
+    } else {
+      for (let i = from; i < whole; i += 32) {
+        for (let l = 0; l < 32; l++) {
+          const v = x[i + l]!;
+          lanes[l] = fmaf32(v, v, lanes[l]!);
+        }
       }
     }
     const folded = new Float64Array(4);
