@@ -39,16 +39,15 @@ export function fmaf32(x: number, y: number, acc: number): number {
   return r;
 }
 
-/** numpy calls BLAS on at most this many entries at a time and adds the results in a double (`NPY_CBLAS_CHUNK`). */
-const CBLAS_CHUNK = 2 ** 30;
-
 /**
  * `np.linalg.norm(values)` for float32 values on x86-64: `sqrt(x.dot(x))`, where numpy's wheels' OpenBLAS runs its
  * AVX2 sdot kernel (Haswell and Zen; mergekit's reference runs here picked it). That kernel takes 32 entries at a
  * time into four 8-lane float32 accumulators with fused multiply-adds, folds the lanes (high half onto low half,
  * accumulators 0+1 and 2+3, then both, then two horizontal adds), and adds the last `n % 32` squares, each rounded
- * to float32, in a double. Other kernels (AVX-512, Arm) order the sum otherwise: mergekit's own output then differs
- * from this by a few units, as it does from machine to machine.
+ * to float32, in a double. Other kernels (AVX-512, Arm) order the sum otherwise, so mergekit's own norms, and its
+ * SLERP's output, change from machine to machine; this replay gives its bits where it picks this kernel. numpy's
+ * wheels link a 64-bit-index OpenBLAS, so its `NPY_CBLAS_CHUNK` is the largest index and one call takes the whole
+ * array (a 32-bit-index build would split it every 2^30 entries; not replayed).
  *
  * `shortValues`: every value has at most 12 significant bits (float16 and bfloat16 values). Then a square has at
  * most 24 and is a float32; where the double sum of a square and an accumulator is inexact, the smaller is under
@@ -56,11 +55,7 @@ const CBLAS_CHUNK = 2 ** 30;
  * the tie check is skipped.
  */
 export function blasNorm(values: Float32Array, shortValues = false): number {
-  let sum = 0;
-  for (let from = 0; from < values.length; from += CBLAS_CHUNK) {
-    sum += sdotSelf(values, from, Math.min(values.length, from + CBLAS_CHUNK), shortValues);
-  }
-  return fround(Math.sqrt(fround(sum)));
+  return fround(Math.sqrt(sdotSelf(values, 0, values.length, shortValues)));
 }
 
 function sdotSelf(x: Float32Array, from: number, to: number, shortValues: boolean): number {
