@@ -189,7 +189,9 @@ function mergeFigure(
  * A fourth, 15:11-15:30 (01eebb3, the same merge code), before warmFiles: ours 3021 ms and 96.2 MiB, mergekit 27309 ms:
  * 9.04x (**lost**), cp 1406 ms. With warmFiles (9fff7d7 and c2711fd, the same merge code), 15:36-15:54: ours 2758 ms
  * and 96.4 MiB, mergekit 34670 ms: 12.6x (held), cp 1166 ms; 16:01-16:21: ours 2269 ms and 97.9 MiB, mergekit
- * 30245 ms: 13.3x (held), cp 1266 ms.
+ * 30245 ms: 13.3x (held), cp 1266 ms. 2026-12-03 18:33-18:50 (4a02619): ours 3360 ms, mergekit 26195 ms: 7.80x
+ * (**lost**), while a build ran in another worktree (cp 1939 ms); run again alone, 18:56-19:12 (20d2bed): ours 1985 ms
+ * and 99.4 MiB, mergekit 22065 ms and 7828 MiB: 11.1x (held), cp 1195 ms.
  * Tried and not adopted: two tensors filled at once (the next tensor's tasks started while the last of one finish;
  * a 16 Mi-entry attention matrix is one task, one worker): interleaved A/B at nice -10, 21:00-21:01, load 6.4-7.2:
  * 11.3-12.8 s wall against 8.9-11.0 s one tensor at a time, the same CPU and bytes.
@@ -254,7 +256,8 @@ export const mergeLinear = mergeFigure("merge_linear", "linear.yml", "linear of 
  * (**lost**), where by hand just before the same merge took 27.7-35.7 s (ours ran after mergekit's warm-up had evicted
  * part of its inputs: modelFiles above). With warmFiles, 15:36-15:54: ours 31402 ms and 2211 MiB, mergekit 341318 ms
  * and 10842 MiB: 10.9x (held); 16:01-16:21: ours 36299 ms and 2221 MiB, mergekit 386553 ms: 10.6x (held). RSS held in
- * every run.
+ * every run. 18:33-18:50 (4a02619): ours 29514 ms, mergekit 341405 ms: 11.6x; 18:56-19:12 (20d2bed): ours 29714 ms
+ * and 2213 MiB, mergekit 342644 ms: 11.5x (both held).
  * Tried and not adopted (2026-12-03 14:50-15:10): a whole-tensor job begun one ahead, its inputs read and decoded and
  * its task vectors handed to the workers while the job before was sparsified, combined and written. Interleaved by
  * hand with main's build (five each, under the bench lock): 26.8-36.4 s, median 33.67 s, against 27.7-35.7 s, median
@@ -297,6 +300,8 @@ export const mergeTies = mergeFigure(
  * 191.6 MiB, PEFT 25047 ms and 2868 MiB: 3.54x (held); RSS held. A fourth, 15:11-15:30, before warmFiles: ours
  * 8341 ms and 196.5 MiB, PEFT 27129 ms: 3.25x (held). With warmFiles, 15:36-15:54: ours 7349 ms and 183.3 MiB, PEFT
  * 24308 ms and 2868 MiB: 3.31x (held); 16:01-16:21: ours 6463 ms and 196.6 MiB, PEFT 27389 ms: 4.24x (held).
+ * 18:33-18:50 (4a02619): ours 5882 ms, PEFT 22275 ms: 3.79x; 18:56-19:12 (20d2bed): ours 6080 ms and 195.4 MiB,
+ * PEFT 22844 ms and 2868 MiB: 3.76x (both held).
  */
 export const loraBake = defineFigure<void>({
   name: "lora_bake",
